@@ -1,0 +1,100 @@
+package drain
+
+import "time"
+
+// Phase is where the supervised HAProxy stands in its life.
+type Phase string
+
+// The phases, in order. A drain moves forward only.
+const (
+	Starting Phase = "starting" // HAProxy started, not yet answering
+	Serving  Phase = "serving"  // ready, no stop requested
+	Draining Phase = "draining" // stop requested, listeners still open, waiting for the conditions
+	Stopping Phase = "stopping" // soft stop sent, waiting for the workers to finish
+	Exited   Phase = "exited"   // the master is gone
+)
+
+// Reason says why the draining phase ended.
+type Reason string
+
+// The reasons a drain ends.
+const (
+	ReasonNone        Reason = ""
+	ReasonRoutedAway  Reason = "routed-away" // every observed path withdrawn, then quiet
+	ReasonQuiet       Reason = "quiet"       // routing not observed (off); quiet decided
+	ReasonUnverified  Reason = "unverified"  // part of routing could not be observed; quiet decided
+	ReasonBound       Reason = "bound"       // max wait reached with conditions pending
+	ReasonUnavailable Reason = "unavailable" // bound reached while HAProxy's counters could not be read
+)
+
+// Settings are the drain's timings. They come validated from conf.
+type Settings struct {
+	QuietPeriod time.Duration // no counted request for this long = quiet
+	MaxWait     time.Duration // bound of the draining phase, from the stop request
+	GracePeriod time.Duration // the pod's terminationGracePeriodSeconds
+	Margin      time.Duration // deadline = stop request + GracePeriod - Margin
+}
+
+// Worker is one HAProxy worker process as seen in one observation.
+type Worker struct {
+	PID      int
+	Old      bool   // an old worker left by a reload
+	Requests uint64 // req_tot (HTTP) / stot (TCP) summed over counted frontends
+	Sessions int64  // current sessions (show info CurrConns)
+}
+
+// Observation is one poll of HAProxy's master CLI. Err set means the poll
+// failed and Workers is not to be trusted.
+type Observation struct {
+	At      time.Time
+	Workers []Worker
+	Err     error
+}
+
+// RoutingState is the routing condition as reported by routing/.
+type RoutingState string
+
+// Routing states.
+const (
+	RoutingOff        RoutingState = "off"        // not observed at all (mode off)
+	RoutingPending    RoutingState = "pending"    // still routed to this pod somewhere
+	RoutingWithdrawn  RoutingState = "withdrawn"  // observed withdrawn everywhere
+	RoutingUnverified RoutingState = "unverified" // part of the paths cannot be observed
+)
+
+// Routing is the routing condition at one instant.
+type Routing struct {
+	State  RoutingState
+	Detail string // what is pending or was not observed, for the result and status
+}
+
+// Action is what the supervisor must do to HAProxy after a Tick.
+type Action string
+
+// Actions.
+const (
+	None     Action = ""
+	SoftStop Action = "soft-stop" // SIGUSR1 to the master
+	HardStop Action = "hard-stop" // SIGTERM to the master
+)
+
+// Condition is one condition of a drain as shown by status.
+type Condition struct {
+	Name   string    `json:"name"`            // "quiet" or "routing"
+	Met    bool      `json:"met"`             // holds now
+	Since  time.Time `json:"since,omitzero"`  // quiet: last counted request (or drain start)
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Status is a copy of the drain's state for status and logs.
+type Status struct {
+	Phase      Phase       `json:"phase"`
+	StopAt     time.Time   `json:"stopRequested,omitzero"` // when the stop was requested
+	BoundAt    time.Time   `json:"bound,omitzero"`         // end of max wait
+	Deadline   time.Time   `json:"deadline,omitzero"`      // hard stop
+	SoftStopAt time.Time   `json:"softStop,omitzero"`
+	Reason     Reason      `json:"reason,omitempty"`
+	Detail     string      `json:"detail,omitempty"` // what was pending / not observed when it ended
+	Conditions []Condition `json:"conditions,omitempty"`
+	Workers    []Worker    `json:"-"`
+}
