@@ -1,0 +1,86 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+)
+
+// Render writes s for a person: phase, drain conditions, times left and
+// workers. now is the reader's clock, for "ago" and "in".
+func Render(w io.Writer, s Snapshot, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "phase:\t%s\n", s.Phase)
+	fmt.Fprintf(tw, "master pid:\t%d\n", s.MasterPID)
+	if s.PollError != "" {
+		fmt.Fprintf(tw, "master CLI:\tFAILING: %s\n", s.PollError)
+	} else if !s.ObservedAt.IsZero() {
+		fmt.Fprintf(tw, "master CLI:\tanswered %s\n", ago(now, s.ObservedAt))
+	}
+	d := s.Drain
+	if !d.StopAt.IsZero() {
+		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopAt.Format(time.RFC3339Nano), ago(now, d.StopAt))
+		fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.BoundAt))
+		fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
+		for _, c := range d.Conditions {
+			fmt.Fprintf(tw, "condition %s:\t%s\n", c.Name, condition(c, now))
+		}
+		if !d.SoftStopAt.IsZero() {
+			fmt.Fprintf(tw, "soft stop:\t%s after the stop request\n", d.SoftStopAt.Sub(d.StopAt).Round(time.Millisecond))
+		}
+		if d.Reason != drain.ReasonNone {
+			fmt.Fprintf(tw, "reason:\t%s\n", d.Reason)
+		}
+		if d.Detail != "" {
+			fmt.Fprintf(tw, "detail:\t%s\n", d.Detail)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "workers: %d\n", len(s.Workers))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PID\tKIND\tSESSIONS\tREQUESTS")
+	for _, wk := range s.Workers {
+		kind := "current"
+		if wk.Old {
+			kind = "old"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\n", wk.PID, kind, wk.Sessions, wk.Requests)
+	}
+	return tw.Flush()
+}
+
+func condition(c drain.Condition, now time.Time) string {
+	var b strings.Builder
+	if c.Met {
+		b.WriteString("met")
+	} else {
+		b.WriteString("pending")
+	}
+	if !c.Since.IsZero() {
+		fmt.Fprintf(&b, ", last change %s", ago(now, c.Since))
+	}
+	if c.Detail != "" {
+		fmt.Fprintf(&b, " (%s)", c.Detail)
+	}
+	return b.String()
+}
+
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(10*time.Millisecond).String() + " ago"
+}
+
+func until(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	if d := t.Sub(now); d > 0 {
+		return "in " + d.Round(10*time.Millisecond).String()
+	}
+	return "passed " + ago(now, t)
+}

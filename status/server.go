@@ -1,0 +1,136 @@
+package status
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	maxConns       = 16              // concurrent status connections; more wait in the kernel backlog
+	connTimeout    = 2 * time.Second // whole exchange, request and reply
+	maxRequestLine = 256             // bytes
+	acceptBackoff  = 50 * time.Millisecond
+)
+
+// Server answers status requests on a unix socket.
+type Server struct {
+	board *Board
+	log   *slog.Logger
+	ln    *net.UnixListener
+	path  string
+
+	wg   sync.WaitGroup
+	sem  chan struct{}
+	once sync.Once
+}
+
+// Listen creates the socket at path (mode 0600, a stale file is replaced).
+func Listen(path string, board *Board, log *slog.Logger) (*Server, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale status socket %s: %w", path, err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on status socket %s: %w (check --status-socket and that its directory is writable)", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod status socket %s: %w", path, err)
+	}
+	return &Server{board: board, log: log, ln: ln, path: path, sem: make(chan struct{}, maxConns)}, nil
+}
+
+// Serve accepts connections until Close. It returns nil after Close.
+func (s *Server) Serve() error {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if errors.Is(err, net.ErrClosed) {
+			s.wg.Wait()
+			return nil
+		}
+		if err != nil {
+			s.log.Warn("status accept failed", "err", err)
+			time.Sleep(acceptBackoff) // e.g. EMFILE: do not spin
+			continue
+		}
+		s.sem <- struct{}{}
+		s.wg.Add(1)
+		go func() {
+			defer func() { <-s.sem; s.wg.Done() }()
+			s.handle(conn)
+		}()
+	}
+}
+
+// Close stops Serve and removes the socket file.
+func (s *Server) Close() {
+	s.once.Do(func() {
+		s.ln.Close() // unlinks the socket file
+	})
+}
+
+func (s *Server) handle(conn *net.UnixConn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(connTimeout))
+	enc := json.NewEncoder(conn)
+	if err := checkPeer(conn); err != nil {
+		s.log.Warn("status request refused", "err", err)
+		enc.Encode(Snapshot{Error: err.Error()})
+		return
+	}
+	line, err := bufio.NewReaderSize(conn, maxRequestLine).ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		enc.Encode(Snapshot{Error: "request too long: send \"status\\n\""})
+		return
+	case err != nil && !errors.Is(err, io.EOF):
+		return // timed out or reset: nobody to answer
+	}
+	switch req := strings.TrimSpace(string(line)); req {
+	case "", "status":
+		enc.Encode(s.board.Load())
+	default:
+		enc.Encode(Snapshot{Error: fmt.Sprintf("unknown request %q: send \"status\\n\"", truncate(req, 32))})
+	}
+}
+
+// checkPeer refuses peers of another user: the socket is 0600, but a
+// process that got hold of the file descriptor another way is still refused.
+func checkPeer(conn *net.UnixConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("read peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return fmt.Errorf("read peer credentials: %w", err)
+	}
+	if credErr != nil {
+		return fmt.Errorf("read peer credentials: %w", credErr)
+	}
+	if uid := uint32(os.Geteuid()); cred.Uid != uid && cred.Uid != 0 {
+		return fmt.Errorf("peer uid %d is neither %d nor root", cred.Uid, uid)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

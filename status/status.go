@@ -1,0 +1,87 @@
+// Package status is hapsuper's status socket: the supervisor publishes a
+// Snapshot, the server hands it to whoever asks over a unix socket, and
+// `hapsuper status` reads and prints it.
+//
+// The protocol is one request line per connection: "status" (or an empty
+// line). The reply is one JSON document and the server closes the
+// connection. Any other request gets {"error": "..."}. The socket is mode
+// 0600: only the supervisor's user (root in the image) may read it.
+//
+// The package must not decide anything: it shows what drain/ and the
+// supervisor published, nothing more.
+package status
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+)
+
+// Snapshot is the state of the supervisor at one instant. Its JSON form is
+// the stable interface of `hapsuper status --json`; see the README.
+type Snapshot struct {
+	Phase      drain.Phase  `json:"phase"`
+	MasterPID  int          `json:"masterPid"`
+	ObservedAt time.Time    `json:"observedAt,omitzero"` // last successful poll of the master CLI
+	PollError  string       `json:"pollError,omitempty"` // last poll's error, if it failed
+	Drain      drain.Status `json:"drain"`
+	Workers    []Worker     `json:"workers"`
+	Settings   Settings     `json:"settings"`
+	Error      string       `json:"error,omitempty"` // set only in error replies
+}
+
+// Worker is one HAProxy worker as last observed.
+type Worker struct {
+	PID      int    `json:"pid"`
+	Old      bool   `json:"old"`
+	Sessions int64  `json:"sessions"`
+	Requests uint64 `json:"requests"` // counted frontends' req_tot/stot
+}
+
+// Settings are the timings the drain runs with, echoed for the reader.
+type Settings struct {
+	GracePeriod  Duration `json:"gracePeriod"`
+	QuietPeriod  Duration `json:"quietPeriod"`
+	MaxWait      Duration `json:"maxWait"`
+	Margin       Duration `json:"margin"`
+	PollInterval Duration `json:"pollInterval"`
+	Routing      string   `json:"routing"`
+}
+
+// Duration marshals as a Go duration string ("2s").
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
+// Board holds the latest Snapshot. The supervisor's loop publishes, the
+// server reads; the lock covers a copy only.
+type Board struct {
+	mu   sync.Mutex
+	snap Snapshot
+}
+
+// NewBoard returns a Board holding s.
+func NewBoard(s Snapshot) *Board { return &Board{snap: s} }
+
+// Publish replaces the snapshot. The caller must not modify s afterwards.
+func (b *Board) Publish(s Snapshot) {
+	b.mu.Lock()
+	b.snap = s
+	b.mu.Unlock()
+}
+
+// Load returns the current snapshot.
+func (b *Board) Load() Snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.snap
+}

@@ -1,0 +1,206 @@
+package supervisor
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/status"
+)
+
+// loop owns the drain state machine and the master process. Everything that
+// happens to hapsuper (signals, child exits, polls, readiness) arrives here,
+// one at a time, so nothing else needs a lock.
+type loop struct {
+	log      *slog.Logger
+	drain    *drain.Drain
+	board    *status.Board
+	settings conf.Settings
+	master   int
+	stops    map[syscall.Signal]bool
+	now      func() time.Time
+
+	ready    bool
+	lastObs  observation
+	hardAt   time.Time // when the hard stop was sent
+	killed   bool      // SIGKILL sent to the process group
+	exitCode int
+	exited   bool
+}
+
+// run returns the exit code once the master is gone.
+func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observation, events <-chan notifyEvent) int {
+	tick := time.NewTicker(l.settings.PollInterval)
+	defer tick.Stop()
+	for !l.exited {
+		select {
+		case sig := <-sigs:
+			l.onSignal(sig.(syscall.Signal))
+		case o := <-obs:
+			l.onObservation(o)
+		case ev := <-events:
+			l.onNotify(ev)
+		case <-tick.C:
+			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
+		case <-ctx.Done():
+			l.log.Warn("supervisor interrupted: hard stop")
+			l.signalMaster(syscall.SIGTERM)
+			l.killGroup()
+			return 1
+		}
+		if !l.exited {
+			l.step()
+		}
+		l.publish()
+	}
+	return l.exitCode
+}
+
+func (l *loop) onSignal(sig syscall.Signal) {
+	now := l.now()
+	switch {
+	case sig == syscall.SIGCHLD:
+		l.reap()
+	case l.stops[sig]:
+		if !l.drain.StopRequested(now) {
+			l.log.Info("stop request ignored: a drain is under way", "signal", sig.String())
+			return
+		}
+		st := l.drain.Status(now)
+		l.log.Info("drain started", "signal", sig.String(), "bound", st.BoundAt, "deadline", st.Deadline)
+	case sig == syscall.SIGHUP || sig == syscall.SIGUSR2:
+		if ph := l.drain.Status(now).Phase; ph == drain.Stopping || ph == drain.Exited {
+			l.log.Info("reload ignored: HAProxy is stopping", "signal", sig.String())
+			return
+		}
+		l.log.Info("reload", "signal", sig.String())
+		l.signalMaster(syscall.SIGUSR2)
+	case sig == syscall.SIGUSR1:
+		l.log.Info("soft stop now: SIGUSR1 is not a stop signal, forwarded")
+		l.signalMaster(syscall.SIGUSR1)
+	case sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGTERM:
+		l.log.Warn("hard stop now: drain skipped", "signal", sig.String())
+		l.signalMaster(syscall.SIGTERM)
+	}
+}
+
+func (l *loop) onObservation(o observation) {
+	l.lastObs = o
+	l.drain.Observe(o.obs)
+	if o.obs.Err != nil {
+		l.log.Debug("poll failed", "err", o.obs.Err)
+		return
+	}
+	if !l.ready && len(o.sample.Workers) > 0 {
+		l.markReady("master CLI")
+	}
+}
+
+func (l *loop) onNotify(ev notifyEvent) {
+	switch ev {
+	case notifyReady:
+		if !l.ready {
+			l.markReady("notify")
+		}
+	case notifyReloading:
+		l.log.Info("haproxy reloading")
+	}
+}
+
+func (l *loop) markReady(via string) {
+	l.ready = true
+	l.drain.Ready(l.now())
+	l.log.Info("haproxy ready", "via", via)
+}
+
+// step lets the drain decide and carries out what it decided.
+func (l *loop) step() {
+	now := l.now()
+	switch l.drain.Tick(now) {
+	case drain.SoftStop:
+		st := l.drain.Status(now)
+		l.log.Info("drain ended", "reason", string(st.Reason), "detail", st.Detail,
+			"duration_s", st.SoftStopAt.Sub(st.StopAt).Seconds())
+		if st.Reason == drain.ReasonBound || st.Reason == drain.ReasonUnavailable || st.Reason == drain.ReasonUnverified {
+			l.log.Warn("drain could not observe everything", "reason", string(st.Reason), "detail", st.Detail)
+		}
+		l.log.Info("soft stop", "pid", l.master)
+		l.signalMaster(syscall.SIGUSR1)
+	case drain.HardStop:
+		l.log.Warn("hard stop: deadline reached with sessions open", "pid", l.master, "sessions", sessions(l.lastObs))
+		l.signalMaster(syscall.SIGTERM)
+		l.hardAt = now
+	}
+	if !l.hardAt.IsZero() && !l.killed && now.Sub(l.hardAt) >= killAfter(l.settings.Margin) {
+		l.log.Error("haproxy did not exit after the hard stop: killing its process group", "pid", l.master)
+		l.killGroup()
+	}
+}
+
+// reap collects exited children and notices the master's exit.
+func (l *loop) reap() {
+	ws, done := reapAll(l.master, l.log)
+	if !done {
+		return
+	}
+	l.exited = true
+	l.exitCode = exitCode(ws)
+	l.drain.MasterExited(l.now())
+	l.log.Info("haproxy exited", "pid", l.master, "code", l.exitCode)
+	l.killGroup() // workers left behind by a killed master
+	reapAll(l.master, l.log)
+}
+
+func (l *loop) signalMaster(sig syscall.Signal) {
+	if l.exited {
+		return
+	}
+	if err := syscall.Kill(l.master, sig); err != nil {
+		l.log.Warn("signal to haproxy master failed", "signal", sig.String(), "pid", l.master, "err", err)
+	}
+}
+
+// killGroup SIGKILLs HAProxy's process group (the master's pid is its id).
+func (l *loop) killGroup() {
+	l.killed = true
+	if err := syscall.Kill(-l.master, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+		l.log.Warn("kill haproxy process group failed", "pgid", l.master, "err", err)
+	}
+}
+
+func (l *loop) publish() {
+	now := l.now()
+	st := l.drain.Status(now)
+	snap := status.Snapshot{
+		Phase:     st.Phase,
+		MasterPID: l.master,
+		Drain:     st,
+		Settings:  statusSettings(l.settings),
+		Workers:   []status.Worker{},
+	}
+	if o := l.lastObs; o.obs.Err != nil {
+		snap.PollError = o.obs.Err.Error()
+	} else if !o.obs.At.IsZero() {
+		snap.ObservedAt = o.obs.At
+	}
+	for _, w := range st.Workers {
+		snap.Workers = append(snap.Workers, status.Worker{PID: w.PID, Old: w.Old, Sessions: w.Sessions, Requests: w.Requests})
+	}
+	l.board.Publish(snap)
+}
+
+func killAfter(margin time.Duration) time.Duration {
+	return min(margin/2, time.Second)
+}
+
+func sessions(o observation) int64 {
+	var n int64
+	for _, w := range o.obs.Workers {
+		n += w.Sessions
+	}
+	return n
+}

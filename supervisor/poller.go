@@ -1,0 +1,72 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/runtimeapi"
+)
+
+// sampler is what the poller needs of the master CLI.
+type sampler interface {
+	Sample(ctx context.Context) (runtimeapi.Sample, error)
+}
+
+// poller reads HAProxy's counters every interval and hands each result to
+// the loop. It never decides anything: a failed poll is an observation too.
+type poller struct {
+	cli      sampler
+	interval time.Duration
+	ignore   map[string]bool // frontends whose traffic does not count
+	now      func() time.Time
+}
+
+// run polls until ctx ends. Each poll is bounded by the client's timeout.
+func (p *poller) run(ctx context.Context, out chan<- observation) error {
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
+	for {
+		s, err := p.cli.Sample(ctx)
+		o := observation{sample: s, obs: p.observe(s, err)}
+		select {
+		case out <- o:
+		case <-ctx.Done():
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// observation is a poll as the loop consumes it: the drain's view and the
+// raw sample for status.
+type observation struct {
+	sample runtimeapi.Sample
+	obs    drain.Observation
+}
+
+// observe turns a sample into the drain's observation: per worker, the
+// activity counters of the counted frontends: stot (connections) for every
+// frontend, plus req_tot for HTTP ones, since keep-alive requests open no
+// new session. Both only grow within one worker.
+func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
+	o := drain.Observation{At: p.now(), Err: err}
+	if err != nil {
+		return o
+	}
+	for _, w := range s.Workers {
+		dw := drain.Worker{PID: w.Process.PID, Old: w.Process.Old, Sessions: w.Info.CurrConns}
+		for _, f := range w.Frontends {
+			if p.ignore[f.Name] {
+				continue
+			}
+			dw.Requests += f.Stot + f.ReqTot
+		}
+		o.Workers = append(o.Workers, dw)
+	}
+	return o
+}

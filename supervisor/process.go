@@ -1,0 +1,89 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Exit codes of a process that could not be started, as tini and shells use them.
+const (
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
+)
+
+// ExitError carries the code hapsuper must exit with.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// resolve finds the HAProxy binary the way a shell would and maps failures
+// to the exit codes tini uses.
+func resolve(bin string) (string, error) {
+	path, err := exec.LookPath(bin)
+	if err == nil {
+		return path, nil
+	}
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return "", &ExitError{Code: ExitNotExecutable, Err: fmt.Errorf("haproxy binary %s is not executable: %w", bin, err)}
+	default:
+		return "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("haproxy binary %s not found: %w (give its path after --)", bin, err)}
+	}
+}
+
+// supportsNotify reports whether the HAProxy build handles -Ws and
+// NOTIFY_SOCKET. It runs `haproxy -vv`, so it must run before the reaper
+// starts: the reaper owns every wait after that.
+func supportsNotify(ctx context.Context, path string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "-vv").Output()
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(out, []byte("+SYSTEMD")) || bytes.Contains(out, []byte("USE_SYSTEMD=1"))
+}
+
+// startMaster starts the HAProxy master in its own process group, so that a
+// terminal's ^C reaches hapsuper only and hapsuper can kill every HAProxy
+// process at once. The caller reaps it: it must never be waited on here.
+func startMaster(path string, argv, env []string) (int, error) {
+	attr := &os.ProcAttr{
+		Env:   env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGTERM, // if hapsuper dies, HAProxy must not outlive it
+		},
+	}
+	p, err := os.StartProcess(path, argv, attr)
+	if err != nil {
+		code := ExitNotFound
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+			code = ExitNotExecutable
+		}
+		return 0, &ExitError{Code: code, Err: fmt.Errorf("start %s: %w", path, err)}
+	}
+	pid := p.Pid
+	p.Release() // the reaper waits with wait4(-1); the os.Process must not
+	return pid, nil
+}
+
+// exitCode maps a wait status to the code a shell would report.
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

@@ -1,0 +1,219 @@
+// Package supervisor is hapsuper's PID 1: it starts HAProxy in master-worker
+// mode, reaps every child, routes signals, feeds the drain state machine with
+// what the master CLI reports, carries out the drain's actions on the master
+// process, and exits with HAProxy's code.
+//
+// Signals: the stop signals (SIGTERM and SIGUSR1 by default) start a drain
+// and are never forwarded (SIGTERM to the master is a hard stop). SIGHUP and
+// SIGUSR2 reload HAProxy (SIGUSR2 to the master). SIGINT and SIGQUIT, from a
+// terminal, hard-stop at once. Every other signal is ignored.
+//
+// Shutdown budget, from the stop request (grace period G, margin M):
+//
+//	0 .. bound          draining: listeners open, conditions observed (bound ≤ G−M)
+//	bound               soft stop at the latest (SIGUSR1 to the master)
+//	G−M                 hard stop (SIGTERM to the master, ~40 ms in HAProxy)
+//	G−M+min(M/2, 1s)    SIGKILL to HAProxy's process group if it is still there
+//	G                   the kubelet's SIGKILL, which hapsuper never waits for
+//
+// The package must not decide when to stop: drain/ does. It must not wait on
+// a child anywhere but in reapAll.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/oklog/run"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/runtimeapi"
+	"github.com/hapsuper/hapsuper/status"
+)
+
+// ExitConfig is the exit code of a bad flag or configuration.
+const ExitConfig = 2
+
+// cliTimeout bounds one poll of the master CLI (a Sample is 2 round trips).
+const cliTimeout = time.Second
+
+// Supervisor runs one HAProxy master for the life of the process.
+type Supervisor struct {
+	settings conf.Settings
+	log      *slog.Logger
+}
+
+// New returns a Supervisor for validated settings.
+func New(s conf.Settings, log *slog.Logger) *Supervisor {
+	return &Supervisor{settings: s, log: log}
+}
+
+// Run starts HAProxy and supervises it until the master exits. It returns
+// the code the process must exit with; a non-nil error says why it is not 0
+// when hapsuper itself failed (config, start).
+func (sv *Supervisor) Run(ctx context.Context) (int, error) {
+	s := sv.settings
+	path, err := resolve(s.HAProxy[0])
+	if err != nil {
+		return exitCodeOf(err), err
+	}
+	if err := sv.prepare(); err != nil {
+		return ExitConfig, err
+	}
+	notify := supportsNotify(ctx, path)
+
+	// From here on, every child is waited for by reapAll only.
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
+	defer signal.Stop(sigs)
+	if err := becomeSubreaper(); err != nil {
+		sv.log.Warn("cannot become child subreaper: orphans may stay zombies", "err", err)
+	}
+
+	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s)})
+	srv, err := status.Listen(s.StatusSocket, board, sv.log.With("component", "status"))
+	if err != nil {
+		return ExitConfig, err
+	}
+	defer srv.Close()
+
+	env := os.Environ()
+	var nl *notifyListener
+	if notify {
+		if nl, err = listenNotify(filepath.Join(filepath.Dir(s.StatusSocket), "notify.sock")); err != nil {
+			sv.log.Warn("cannot listen for HAProxy's readiness notifications: polling the master CLI instead", "err", err)
+			notify = false
+		} else {
+			defer nl.close()
+			env = append(env, "NOTIFY_SOCKET="+nl.path)
+		}
+	}
+	argv := s.Command(notify)
+	argv[0] = path
+	master, err := startMaster(path, argv, env)
+	if err != nil {
+		return exitCodeOf(err), err
+	}
+	sv.log.Info("haproxy started", "pid", master, "argv", argv, "notify", notify)
+
+	l := &loop{
+		log:      sv.log.With("component", "supervisor"),
+		drain:    drain.New(drainSettings(s)),
+		board:    board,
+		settings: s,
+		master:   master,
+		stops:    signalSet(s.StopSignals),
+		now:      time.Now,
+	}
+	return l.runGroup(ctx, sigs, srv, nl)
+}
+
+// prepare creates the socket directories and writes the override file, and
+// checks the user's configuration: all before HAProxy starts.
+func (sv *Supervisor) prepare() error {
+	s := sv.settings
+	for _, p := range []string{s.MasterSocket, s.StatusSocket, s.OverrideFile} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("create directory for %s: %w", p, err)
+		}
+	}
+	files, err := s.ConfigFiles()
+	if err != nil {
+		return err
+	}
+	insp, err := conf.Inspect(files, s)
+	if err != nil {
+		return err
+	}
+	for _, w := range insp.Warnings {
+		sv.log.Warn("config warning", "warning", w)
+	}
+	return conf.WriteOverride(s)
+}
+
+// runGroup runs the loop with its helpers as one oklog/run group: the loop
+// returns when the master is gone, which stops the poller, the status server
+// and the notify listener.
+func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.Server, nl *notifyListener) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obs := make(chan observation, 1)
+	events := make(chan notifyEvent, 8)
+	var code int
+	var g run.Group
+	g.Add(func() error {
+		code = l.run(ctx, sigs, obs, events)
+		return nil
+	}, func(error) { cancel() })
+	p := &poller{
+		cli:      runtimeapi.New(l.settings.MasterSocket, cliTimeout),
+		interval: l.settings.PollInterval,
+		ignore:   set(l.settings.IgnoreFrontends),
+		now:      time.Now,
+	}
+	g.Add(func() error { return p.run(ctx, obs) }, func(error) { cancel() })
+	g.Add(srv.Serve, func(error) { srv.Close() })
+	if nl != nil {
+		done := make(chan struct{})
+		g.Add(func() error { return nl.run(events, done) }, func(error) { close(done); nl.close() })
+	}
+	if err := g.Run(); err != nil {
+		return code, err
+	}
+	return code, nil
+}
+
+func exitCodeOf(err error) int {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return ExitConfig
+}
+
+func watchedSignals(stops []syscall.Signal) []os.Signal {
+	out := []os.Signal{syscall.SIGCHLD, syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1}
+	for _, s := range stops {
+		out = append(out, s)
+	}
+	return out
+}
+
+func signalSet(sigs []syscall.Signal) map[syscall.Signal]bool {
+	m := make(map[syscall.Signal]bool, len(sigs))
+	for _, s := range sigs {
+		m[s] = true
+	}
+	return m
+}
+
+func set(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func drainSettings(s conf.Settings) drain.Settings {
+	return drain.Settings{QuietPeriod: s.QuietPeriod, MaxWait: s.MaxWait, GracePeriod: s.GracePeriod, Margin: s.Margin}
+}
+
+func statusSettings(s conf.Settings) status.Settings {
+	return status.Settings{
+		GracePeriod:  status.Duration(s.GracePeriod),
+		QuietPeriod:  status.Duration(s.QuietPeriod),
+		MaxWait:      status.Duration(s.MaxWait),
+		Margin:       status.Duration(s.Margin),
+		PollInterval: status.Duration(s.PollInterval),
+		Routing:      "off",
+	}
+}
