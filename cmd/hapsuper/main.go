@@ -4,6 +4,7 @@
 //	hapsuper [flags] [-- haproxy-binary [haproxy args...]]
 //	hapsuper status [--socket PATH] [--json] [--watch]
 //	hapsuper version
+//	hapsuper demo [flags]     (HAProxy on an embedded example config)
 //
 // main stays thin: it picks the command, runs it and maps its error to an
 // exit code.
@@ -43,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
+	case "demo":
+		return demoCommand(args[1:], stdout, stderr)
 	case "run":
 		args = args[1:]
 	}

@@ -1,0 +1,221 @@
+// Command throughput measures what hapsuper costs a serving HAProxy: req/s
+// of the same HAProxy configuration run bare and under hapsuper, A/B
+// interleaved in one run, plus hapsuper's own RSS and CPU while it serves.
+//
+//	go run ./bench/throughput [-rounds 5] [-duration 5s] [-connections 50]
+//
+// It needs haproxy and wrk (Debian packages) and loopback only. HAProxy
+// answers from the config itself (http-request return), so the figure is
+// HAProxy's ceiling on this machine and any supervisor overhead shows in it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 5, "A/B rounds (each runs bare, then under hapsuper)")
+	duration := flag.Duration("duration", 5*time.Second, "wrk duration per measurement")
+	conns := flag.Int("connections", 50, "wrk connections")
+	hapsuperBin := flag.String("hapsuper", "", "hapsuper binary (default: build ./cmd/hapsuper)")
+	flag.Parse()
+	if err := run(*rounds, *duration, *conns, *hapsuperBin); err != nil {
+		fmt.Fprintln(os.Stderr, "throughput:", err)
+		os.Exit(1)
+	}
+}
+
+func run(rounds int, duration time.Duration, conns int, bin string) error {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return fmt.Errorf("wrk not found: apt-get install wrk")
+	}
+	dir, err := os.MkdirTemp("", "hapsuper-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if bin == "" {
+		bin = filepath.Join(dir, "hapsuper")
+		out, err := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("build hapsuper: %v: %s", err, out)
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, port), 0o644); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	var bare, under []float64
+	var rss []int64
+	var cpu []float64
+	for r := 1; r <= rounds; r++ {
+		b, err := measureBare(cfg, dir, url, duration, conns)
+		if err != nil {
+			return fmt.Errorf("round %d bare: %w", r, err)
+		}
+		u, m, err := measureUnder(bin, cfg, dir, url, duration, conns)
+		if err != nil {
+			return fmt.Errorf("round %d under hapsuper: %w", r, err)
+		}
+		bare, under = append(bare, b), append(under, u)
+		rss, cpu = append(rss, m.rssKB), append(cpu, m.cpuPercent)
+		fmt.Printf("round %d/%d: bare %.0f req/s, under hapsuper %.0f req/s (ratio %.3f), hapsuper RSS %.1f MB, CPU %.2f%%\n",
+			r, rounds, b, u, u/b, float64(m.rssKB)/1024, m.cpuPercent)
+	}
+	mb, mu := median(bare), median(under)
+	fmt.Printf("\n| measure | value |\n|---|---|\n")
+	fmt.Printf("| HAProxy req/s bare (median of %d × %s, %d conns) | %.0f |\n", rounds, duration, conns, mb)
+	fmt.Printf("| HAProxy req/s under hapsuper (median) | %.0f |\n", mu)
+	fmt.Printf("| ratio under/bare (target ≥ 0.99) | %.3f |\n", mu/mb)
+	fmt.Printf("| hapsuper RSS while serving, max (target ≤ 20 MB) | %.1f MB |\n", float64(slices.Max(rss))/1024)
+	fmt.Printf("| hapsuper CPU while serving, median (of one core) | %.2f%% |\n", median(cpu))
+	return nil
+}
+
+const config = `global
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+frontend bench
+    bind 127.0.0.1:%d
+    http-request return status 200 content-type text/plain string "ok"
+`
+
+func measureBare(cfg, dir, url string, d time.Duration, conns int) (float64, error) {
+	cmd := exec.Command("haproxy", "-W", "-db", "-f", cfg)
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, 5*time.Second) }()
+	if err := waitHTTP(url, 5*time.Second); err != nil {
+		return 0, err
+	}
+	return wrk(url, d, conns)
+}
+
+type usage struct {
+	rssKB      int64
+	cpuPercent float64
+}
+
+func measureUnder(bin, cfg, dir, url string, d time.Duration, conns int) (float64, usage, error) {
+	cmd := exec.Command(bin,
+		"--master-socket", filepath.Join(dir, "master.sock"),
+		"--status-socket", filepath.Join(dir, "status.sock"),
+		"--override-file", filepath.Join(dir, "override.cfg"),
+		"--quiet-period", "200ms", "--log-level", "warn",
+		"--", "haproxy", "-f", cfg)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return 0, usage{}, err
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, 10*time.Second) }()
+	if err := waitHTTP(url, 5*time.Second); err != nil {
+		return 0, usage{}, err
+	}
+	t0, c0 := time.Now(), cpuTicks(cmd.Process.Pid)
+	rps, err := wrk(url, d, conns)
+	if err != nil {
+		return 0, usage{}, err
+	}
+	elapsed, ticks := time.Since(t0).Seconds(), cpuTicks(cmd.Process.Pid)-c0
+	u := usage{rssKB: rssKB(cmd.Process.Pid), cpuPercent: 100 * float64(ticks) / 100 / elapsed} // USER_HZ = 100
+	return rps, u, nil
+}
+
+var reqPerSec = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+
+func wrk(url string, d time.Duration, conns int) (float64, error) {
+	out, err := exec.Command("wrk", "-t", "1", "-c", strconv.Itoa(conns), "-d", d.String(), url).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("wrk: %v: %s", err, out)
+	}
+	m := reqPerSec.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no Requests/sec in wrk output: %s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func waitHTTP(url string, bound time.Duration) error {
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	end := time.Now().Add(bound)
+	for time.Now().Before(end) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not listening after %s", addr, bound)
+}
+
+func waitBounded(cmd *exec.Cmd, bound time.Duration) {
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime is field 14, 12th after ")"
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
+
+func rssKB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
