@@ -80,9 +80,9 @@ const (
 
 // Condition is one condition of a drain as shown by status.
 type Condition struct {
-	Name   string    `json:"name"`            // "quiet" or "routing"
-	Met    bool      `json:"met"`             // holds now
-	Since  time.Time `json:"since,omitzero"`  // quiet: last counted request (or drain start)
+	Name   string    `json:"name"`           // "quiet" or "routing"
+	Met    bool      `json:"met"`            // holds now
+	Since  time.Time `json:"since,omitzero"` // quiet: last counted request (or drain start)
 	Detail string    `json:"detail,omitempty"`
 }
 
@@ -93,6 +93,8 @@ type Status struct {
 	BoundAt    time.Time   `json:"bound,omitzero"`         // end of max wait
 	Deadline   time.Time   `json:"deadline,omitzero"`      // hard stop
 	SoftStopAt time.Time   `json:"softStop,omitzero"`
+	HardStopAt time.Time   `json:"hardStop,omitzero"` // when Tick returned HardStop
+	ExitedAt   time.Time   `json:"exited,omitzero"`   // when the master exit was recorded
 	Reason     Reason      `json:"reason,omitempty"`
 	Detail     string      `json:"detail,omitempty"` // what was pending / not observed when it ended
 	Conditions []Condition `json:"conditions,omitempty"`

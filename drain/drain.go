@@ -1,36 +1,206 @@
-// Package drain is the drain state machine (STUB: to be implemented).
 package drain
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
-// Drain is the state machine. Not safe for concurrent use: one owner feeds it.
-type Drain struct{ s Settings }
+// Drain is the stop protocol of one HAProxy master. A stop request
+// (StopRequested) moves it from Starting or Serving to Draining, where it keeps
+// the listeners open until two conditions hold together at one Tick: quiet (no
+// worker served a request for QuietPeriod, proved by a reading of the counters
+// taken that long after the last change) and routing (State off, withdrawn or
+// unverified; pending blocks) — or until the bound (MaxWait after the stop
+// request) passes; Tick then returns SoftStop once and the phase is Stopping,
+// and when the deadline (GracePeriod-Margin after the stop request) passes Tick
+// returns HardStop once. MasterExited ends it in any phase.
+//
+// Phases and transitions:
+//
+//	Starting --Ready--> Serving --StopRequested--> Draining --Tick: SoftStop--> Stopping --Tick at deadline: HardStop
+//	Starting --StopRequested--> Draining (HAProxy not ready yet: same rules)
+//	any phase --MasterExited--> Exited
+//
+// A second StopRequested returns false and changes nothing: timers are not
+// restarted. Nothing is latched: the conditions are evaluated afresh at each
+// Tick, so routing that goes back from withdrawn to pending (kube-proxy falls
+// back to terminating endpoints) blocks again.
+//
+// Quiet. The counters are tracked per worker PID in every phase, so the
+// baseline exists when the stop comes. A change is a PID whose Requests rose
+// since its previous reading, a PID seen for the first time with Requests > 0
+// (a new worker from a reload starts at zero), or a counter that went down (a
+// reset). A PID that disappears is not a change. A failed Observation is a
+// possible change: the next successful one (like the first one ever) counts
+// as a change at its At, so quiet needs a full QuietPeriod of successful
+// readings after any failure. The quiet clock starts at the stop request: a
+// drain lasts at least QuietPeriod, and what happened before the stop does
+// not matter. Quiet is proved by a reading, never by the clock alone: the
+// latest reading succeeded and was taken QuietPeriod or more after the last
+// change, so the supervisor should Tick right after each Observe.
+//
+// Routing. The latest SetRouting counts; before any, routing is off. The
+// reason a drain ends on its conditions follows the routing state: off gives
+// ReasonQuiet, withdrawn ReasonRoutedAway, unverified ReasonUnverified (the
+// Detail names what was not observed).
+//
+// Times. Deadline = stop request + GracePeriod - Margin; SetDeadline only moves
+// it earlier (before the stop request too: it is kept until then).
+// Bound = min(stop + MaxWait, Deadline - (GracePeriod - Margin - MaxWait)),
+// kept between the stop request and the Deadline: when the deadline moves
+// earlier the bound moves by as much, so the soft stop keeps its share of the
+// budget, and it never ends before the drain began. At the bound the drain
+// ends with ReasonBound, whose Detail lists what was pending, or
+// ReasonUnavailable when the last observation failed or no observation
+// succeeded within the last QuietPeriod (HAProxy stopped answering).
+//
+// Tick returns at most one action per call and each action at most once.
+// When both are due at once (a deadline already past), SoftStop comes first
+// and HardStop at the next Tick. Once the master exited no action is due.
+// Not safe for concurrent use: one goroutine feeds it.
+type Drain struct {
+	s     Settings
+	phase Phase
 
-// New returns a Drain in phase Starting.
-func New(s Settings) *Drain { return &Drain{s: s} }
+	stopAt     time.Time // stop request; zero while none
+	early      time.Time // deadline from SetDeadline before the stop request
+	deadline   time.Time
+	boundAt    time.Time
+	softStopAt time.Time
+	hardStopAt time.Time // zero until HardStop was returned
+	exitedAt   time.Time
 
-// Ready records that HAProxy answers: Starting -> Serving.
-func (d *Drain) Ready(now time.Time) {}
+	reason  Reason
+	detail  string
+	routing Routing
+	q       quiet
+}
+
+// New returns a Drain in phase Starting, with routing off until SetRouting.
+func New(s Settings) *Drain {
+	return &Drain{
+		s:       s,
+		phase:   Starting,
+		routing: Routing{State: RoutingOff},
+		q:       newQuiet(s.QuietPeriod),
+	}
+}
+
+// Ready records that HAProxy answers: Starting -> Serving. It does nothing in
+// any other phase.
+func (d *Drain) Ready(now time.Time) {
+	if d.phase == Starting {
+		d.phase = Serving
+	}
+}
 
 // StopRequested starts the drain: Serving/Starting -> Draining. It returns
-// false when a drain is already under way (a second request changes nothing).
-func (d *Drain) StopRequested(now time.Time) bool { return true }
+// false when a drain is already under way or the master is gone (a second
+// request changes nothing, timers included).
+func (d *Drain) StopRequested(now time.Time) bool {
+	if d.phase != Starting && d.phase != Serving {
+		return false
+	}
+	d.phase, d.stopAt = Draining, now
+	d.deadline = now.Add(d.s.GracePeriod - d.s.Margin)
+	if !d.early.IsZero() && d.early.Before(d.deadline) {
+		d.deadline = d.early
+	}
+	d.schedule()
+	d.q.start(now)
+	return true
+}
 
-// SetDeadline moves the hard-stop deadline earlier (the pod's own
-// deletionGracePeriodSeconds when routing/ sees it). Later deadlines are ignored.
-func (d *Drain) SetDeadline(t time.Time) {}
+// SetDeadline moves the hard-stop deadline earlier, and the bound with it
+// (the pod's own deletionGracePeriodSeconds when routing/ sees it). t is the
+// hard-stop instant itself: the caller has already taken the Margin off.
+// Later deadlines are ignored; one set before the stop request applies from it.
+func (d *Drain) SetDeadline(t time.Time) {
+	if d.stopAt.IsZero() {
+		if d.early.IsZero() || t.Before(d.early) {
+			d.early = t
+		}
+		return
+	}
+	if t.Before(d.deadline) {
+		d.deadline = t
+		d.schedule()
+	}
+}
+
+// schedule derives the bound from the stop request and the deadline.
+func (d *Drain) schedule() {
+	bound := d.stopAt.Add(d.s.MaxWait)
+	if b := d.deadline.Add(-(d.s.GracePeriod - d.s.Margin - d.s.MaxWait)); b.Before(bound) {
+		bound = b
+	}
+	if d.deadline.Before(bound) {
+		bound = d.deadline
+	}
+	if bound.Before(d.stopAt) {
+		bound = d.stopAt
+	}
+	d.boundAt = bound
+}
 
 // Observe feeds one poll of HAProxy's counters, in any phase.
-func (d *Drain) Observe(o Observation) {}
+func (d *Drain) Observe(o Observation) { d.q.observe(o) }
 
-// SetRouting feeds the routing condition.
-func (d *Drain) SetRouting(r Routing, now time.Time) {}
+// SetRouting feeds the routing condition; the latest one counts.
+func (d *Drain) SetRouting(r Routing, now time.Time) { d.routing = r }
 
-// Tick advances the clock and returns the action to take now, at most once each.
-func (d *Drain) Tick(now time.Time) Action { return None }
+// Tick advances the clock and returns the action to take now, at most once
+// each: SoftStop when Draining ends (conditions met or bound reached),
+// HardStop when Stopping reaches the deadline. Other phases return None.
+func (d *Drain) Tick(now time.Time) Action {
+	switch d.phase {
+	case Draining:
+		if d.q.met(now) && routingMet(d.routing) {
+			d.stop(now, routingReason(d.routing), d.routing.Detail)
+			return SoftStop
+		}
+		if !now.Before(d.boundAt) {
+			reason := ReasonBound
+			if !d.q.readable(now) {
+				reason = ReasonUnavailable
+			}
+			d.stop(now, reason, d.pending(now))
+			return SoftStop
+		}
+	case Stopping:
+		if d.hardStopAt.IsZero() && !now.Before(d.deadline) {
+			d.hardStopAt = now
+			return HardStop
+		}
+	}
+	return None
+}
 
-// MasterExited records that the master process is gone.
-func (d *Drain) MasterExited(now time.Time) {}
+// stop ends the draining phase.
+func (d *Drain) stop(now time.Time, r Reason, detail string) {
+	d.phase, d.softStopAt, d.reason, d.detail = Stopping, now, r, detail
+}
 
-// Status returns a copy of the state.
-func (d *Drain) Status(now time.Time) Status { return Status{} }
+// pending lists the conditions that do not hold at now, for a bound result.
+func (d *Drain) pending(now time.Time) string {
+	var p []string
+	if !routingMet(d.routing) {
+		p = append(p, "routing: "+routingDetail(d.routing))
+	}
+	if !d.q.met(now) || !d.q.readable(now) {
+		p = append(p, "quiet: "+d.q.detail(now))
+	}
+	return strings.Join(p, "; ")
+}
+
+// MasterExited records that the master process is gone, in any phase.
+func (d *Drain) MasterExited(now time.Time) {
+	if d.phase == Exited {
+		return
+	}
+	if d.phase != Stopping {
+		d.detail = fmt.Sprintf("master exited while %s", d.phase)
+	}
+	d.phase, d.exitedAt = Exited, now
+}
