@@ -1,0 +1,50 @@
+// Package conf holds hapsuper's settings: the `run` command's flags and their
+// environment variables, the HAProxy command line built from them, a read-only
+// inspection of the user's HAProxy configuration, and the override file that
+// bounds every soft stop.
+//
+// It must not rewrite, reformat or save the user's HAProxy configuration (the
+// parser is used to read only: rewriting breaks `.if` blocks), must not exit or
+// print, and must not start processes: it returns values and errors that say
+// what to change.
+//
+// Every flag can also be set from the environment; a flag given on the command
+// line wins over its variable. An empty variable counts as unset.
+//
+//   - HAPSUPER_GRACE_PERIOD (--grace-period, default 30s): the pod's
+//     terminationGracePeriodSeconds. It must match the pod spec: hapsuper cannot
+//     see it and the kubelet sends SIGKILL when it ends.
+//   - HAPSUPER_MARGIN (--margin, default 2s): the safety margin before the
+//     kubelet's SIGKILL. The stop deadline is stop request + grace − margin;
+//     grace − margin is the stop budget.
+//   - HAPSUPER_MAX_WAIT (--max-wait, default two thirds of the stop budget): the
+//     longest the drain holds the listeners open before the soft stop, so the
+//     soft stop keeps at least a third of the budget. Must be less than the
+//     budget.
+//   - HAPSUPER_QUIET_PERIOD (--quiet-period, default 2s): how long the counted
+//     frontends must see no new request or connection. Must be less than the
+//     max wait.
+//   - HAPSUPER_POLL_INTERVAL (--poll-interval, default 100ms, at least 10ms):
+//     how often HAProxy's counters are read over the master CLI. Must be less
+//     than the quiet period.
+//   - HAPSUPER_IGNORE_FRONTENDS (--ignore-frontends, default none): a comma
+//     separated list of frontends whose traffic does not reset the quiet period
+//     (probes, stats). Every name must exist in the configuration.
+//   - HAPSUPER_MASTER_SOCKET (--master-socket, default
+//     /var/run/hapsuper/master.sock): the master CLI socket passed to HAProxy
+//     as -S. When the HAProxy command already has -S, its address is used.
+//   - HAPSUPER_STATUS_SOCKET (--status-socket, default
+//     /var/run/hapsuper/status.sock): hapsuper's own status socket.
+//   - HAPSUPER_OVERRIDE_FILE (--override-file, default
+//     /var/run/hapsuper/override.cfg): the configuration file hapsuper writes
+//     and passes to HAProxy as the last -f (hard-stop-after = the stop budget).
+//   - HAPSUPER_STOP_SIGNALS (--stop-signals, default SIGTERM,SIGUSR1): the
+//     signals that start the drain; names with or without SIG, any case, or
+//     numbers. SIGKILL, SIGSTOP and SIGCHLD are refused.
+//   - HAPSUPER_LOG_FORMAT (--log-format, default text): text or json.
+//   - HAPSUPER_LOG_LEVEL (--log-level, default info): debug, info, warn or error.
+//
+// The arguments after a literal `--` are HAProxy's command, binary first. Without
+// them hapsuper runs `haproxy -f /usr/local/etc/haproxy/haproxy.cfg`, the
+// official image's command.
+package conf

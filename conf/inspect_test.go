@@ -1,0 +1,183 @@
+package conf
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestInspect(t *testing.T) {
+	http := func(n string) Frontend { return Frontend{n, "http"} }
+	tcp := func(n string) Frontend { return Frontend{n, "tcp"} }
+	tests := []struct {
+		file          string
+		ignore        []string
+		frontends     []Frontend
+		hardStopAfter time.Duration
+		warnings      []string // each must match exactly one warning, and nothing else may warn
+	}{
+		{file: "basic-http.cfg",
+			frontends: []Frontend{http("stats"), http("web")},
+			warnings: []string{
+				"frontend stats: idle keep-alive", "frontend stats: HTTP/2",
+				"frontend web: idle keep-alive connections are closed at soft stop, so a client reusing one can fail: add `option idle-close-on-response` to defaults or frontend web",
+				"frontend web: HTTP/2 connections without streams stay open after the soft stop until the client closes them: add `timeout client-fin`",
+			}},
+		{file: "basic-http.cfg", ignore: []string{"stats"},
+			frontends: []Frontend{http("stats"), http("web")},
+			warnings:  []string{"frontend web: idle keep-alive", "frontend web: HTTP/2"}},
+		{file: "tcp.cfg", ignore: []string{"health"},
+			frontends: []Frontend{http("health"), tcp("postgres"), tcp("redis")}},
+		{file: "graceful.cfg",
+			frontends: []Frontend{http("admin"), http("api"), http("web")},
+			warnings:  []string{"frontend api: idle keep-alive"}}, // `no option idle-close-on-response`
+		{file: "hard-stop-after.cfg",
+			frontends:     []Frontend{http("web")},
+			hardStopAfter: time.Hour,
+			warnings:      []string{"global hard-stop-after 1h is longer than the stop budget 28s (--grace-period − --margin): hapsuper's override file sets hard-stop-after 28s, which wins"}},
+		{file: "ingress-like.cfg", ignore: []string{"healthz", "stats"},
+			frontends:     []Frontend{tcp("_front__tls"), http("_front_http"), http("healthz"), http("stats")},
+			hardStopAfter: 15 * time.Minute,
+			warnings: []string{
+				"frontend _front_http: idle keep-alive",
+				"global hard-stop-after 15m is longer than the stop budget 28s",
+			}},
+		{file: "conditional.cfg",
+			frontends:     []Frontend{http("legacy"), http("web")},
+			hardStopAfter: 20 * time.Second,
+			warnings:      []string{"frontend legacy: idle keep-alive", "frontend legacy: HTTP/2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file+strings.Join(tt.ignore, ","), func(t *testing.T) {
+			s, err := Parse([]string{"--ignore-frontends", strings.Join(tt.ignore, ",")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := Inspect([]string{filepath.Join("testdata", tt.file)}, s)
+			if err != nil {
+				t.Fatalf("Inspect(%s): %v", tt.file, err)
+			}
+			if !reflect.DeepEqual(in.Frontends, tt.frontends) {
+				t.Errorf("Frontends = %v, want %v", in.Frontends, tt.frontends)
+			}
+			if in.HardStopAfter != tt.hardStopAfter {
+				t.Errorf("HardStopAfter = %v, want %v", in.HardStopAfter, tt.hardStopAfter)
+			}
+			checkWarnings(t, in.Warnings, tt.warnings)
+		})
+	}
+}
+
+func checkWarnings(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("got %d warnings, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for _, w := range want {
+		n := 0
+		for _, g := range got {
+			if strings.Contains(g, w) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d warnings contain %q, want 1:\n%s", n, w, strings.Join(got, "\n"))
+		}
+	}
+}
+
+func TestInspectUnknownIgnoredFrontend(t *testing.T) {
+	s, err := Parse([]string{"--ignore-frontends", "stats,health"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Inspect([]string{"testdata/basic-http.cfg"}, s)
+	if err == nil || !strings.Contains(err.Error(), `no frontend "health"`) || !strings.Contains(err.Error(), "it has: stats, web") {
+		t.Errorf("Inspect error = %v, want one naming health and listing stats, web", err)
+	}
+}
+
+// A defaults section applies to the proxies after it in the next files too,
+// as in HAProxy (checked with haproxy -c: option httplog is refused in tcp
+// mode when the defaults come from the first file).
+func TestInspectDefaultsAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"10-defaults.cfg": "defaults\n    mode http\n    option idle-close-on-response\n    timeout client-fin 5s\n",
+		"20-web.cfg":      "frontend web\n    bind :8080\n",
+	})
+	s, err := Parse([]string{"--", "haproxy", "-f", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := s.ConfigFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Inspect(files, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Frontend{{"web", "http"}}; !reflect.DeepEqual(in.Frontends, want) {
+		t.Errorf("Frontends = %v, want %v", in.Frontends, want)
+	}
+	checkWarnings(t, in.Warnings, nil)
+}
+
+func TestInspectErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"bad-time.cfg": "global\n    hard-stop-after soon\n"})
+	unreadable := filepath.Join(dir, "unreadable.cfg")
+	if err := os.Mkdir(unreadable, 0o755); err != nil { // a directory cannot be read as a file
+		t.Fatal(err)
+	}
+	s, err := Parse(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		files []string
+		want  []string
+	}{
+		{[]string{"testdata/basic-http.cfg", filepath.Join(dir, "missing.cfg")}, []string{"read HAProxy configuration", "missing.cfg"}},
+		{[]string{unreadable}, []string{"read HAProxy configuration", "unreadable.cfg"}},
+		{[]string{filepath.Join(dir, "bad-time.cfg")}, []string{`hard-stop-after "soon"`, "bad-time.cfg", "such as 30s"}},
+	}
+	for _, tt := range tests {
+		_, err := Inspect(tt.files, s)
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Inspect(%q) error = %v, want one containing %q", tt.files, err, w)
+			}
+		}
+	}
+}
+
+func TestParseHAProxyTime(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"1500", 1500 * time.Millisecond, true},
+		{"250ms", 250 * time.Millisecond, true},
+		{"30s", 30 * time.Second, true},
+		{"5m", 5 * time.Minute, true},
+		{"1h", time.Hour, true},
+		{"2d", 48 * time.Hour, true},
+		{"100us", 100 * time.Microsecond, true},
+		{"1.5s", 0, false},
+		{"s", 0, false},
+		{"-1s", 0, false},
+		{"10x", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseHAProxyTime(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseHAProxyTime(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package conf
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultHAProxy is HAProxy's command when none follows `--`: the official
+// image's configuration path.
+var DefaultHAProxy = []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"}
+
+// Settings is everything `hapsuper run` needs, validated by Parse.
+type Settings struct {
+	GracePeriod     time.Duration // the pod's terminationGracePeriodSeconds
+	QuietPeriod     time.Duration // no new traffic for this long ends the drain
+	MaxWait         time.Duration // the drain's bound; less than GracePeriod − Margin
+	Margin          time.Duration // safety margin before the kubelet's SIGKILL
+	PollInterval    time.Duration // how often HAProxy's counters are read
+	IgnoreFrontends []string      // frontends whose traffic is not counted
+	MasterSocket    string        // the -S address HAProxy listens on (the user's own -S reused)
+	StatusSocket    string        // hapsuper's status socket
+	OverrideFile    string        // the -f file hapsuper writes, passed last
+	StopSignals     []syscall.Signal
+	LogFormat       string // "text" or "json"
+	LogLevel        slog.Level
+	HAProxy         []string // the user's argv after "--" (or DefaultHAProxy), binary first
+}
+
+// Budget is the time from a stop request to hapsuper's deadline: GracePeriod
+// less Margin. Every soft stop is bounded by it (hard-stop-after).
+func (s Settings) Budget() time.Duration { return s.GracePeriod - s.Margin }
+
+// defaults returns the settings before flags and environment; MaxWait is
+// derived later from the final grace period and margin.
+func defaults() Settings {
+	return Settings{
+		GracePeriod:  30 * time.Second,
+		QuietPeriod:  2 * time.Second,
+		Margin:       2 * time.Second,
+		PollInterval: 100 * time.Millisecond,
+		MasterSocket: "/var/run/hapsuper/master.sock",
+		StatusSocket: "/var/run/hapsuper/status.sock",
+		OverrideFile: "/var/run/hapsuper/override.cfg",
+		StopSignals:  []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
+		LogFormat:    "text",
+		LogLevel:     slog.LevelInfo,
+	}
+}
+
+// newFlagSet binds the run command's flags to s. Its output is discarded:
+// Parse returns errors and Usage prints the help.
+func newFlagSet(s *Settings) *flag.FlagSet {
+	fs := flag.NewFlagSet("hapsuper run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var(durationValue{&s.GracePeriod}, "grace-period", "the pod's terminationGracePeriodSeconds; must match the pod spec")
+	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long ends the drain")
+	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop (default: two thirds of grace-period − margin)")
+	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
+	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read (at least 10ms)")
+	fs.Var(listValue{&s.IgnoreFrontends}, "ignore-frontends", "comma separated frontends whose traffic does not count (probes, stats)")
+	fs.StringVar(&s.MasterSocket, "master-socket", s.MasterSocket, "HAProxy master CLI socket (-S); the HAProxy command's own -S wins")
+	fs.StringVar(&s.StatusSocket, "status-socket", s.StatusSocket, "hapsuper's status socket")
+	fs.StringVar(&s.OverrideFile, "override-file", s.OverrideFile, "configuration file hapsuper writes and passes to HAProxy as the last -f")
+	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain")
+	fs.Var(formatValue{&s.LogFormat}, "log-format", "text or json")
+	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
+	return fs
+}
+
+// EnvName is the environment variable that sets the flag name:
+// HAPSUPER_ and the name in upper snake case (grace-period → HAPSUPER_GRACE_PERIOD).
+func EnvName(flagName string) string {
+	return "HAPSUPER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Usage writes the run command's flags, their variables and defaults to w.
+func Usage(w io.Writer) {
+	s := defaults()
+	fs := newFlagSet(&s)
+	fmt.Fprintln(w, "usage: hapsuper run [flags] [-- haproxy args...]")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if f.Name == "max-wait" {
+			def = "derived"
+		}
+		fmt.Fprintf(w, "  --%s (%s, default %q)\n        %s\n", f.Name, EnvName(f.Name), def, f.Usage)
+	})
+}
+
+// Parse reads the run command's arguments (without the program name and the
+// subcommand) and the HAPSUPER_* variables from getenv (nil means none); a
+// flag wins over its variable. The arguments after a literal `--` are
+// HAProxy's command, binary first. -h or --help returns flag.ErrHelp.
+func Parse(args []string, getenv func(string) string) (Settings, error) {
+	flagArgs, command, hasCommand := splitCommand(args)
+	s := defaults()
+	fs := newFlagSet(&s)
+	fromEnv, err := applyEnv(fs, getenv)
+	if err != nil {
+		return Settings{}, err
+	}
+	if err := fs.Parse(flagArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Settings{}, err
+		}
+		return Settings{}, fmt.Errorf("parse run flags: %w (see hapsuper run -h)", err)
+	}
+	if fs.NArg() > 0 {
+		return Settings{}, fmt.Errorf("parse run flags: unexpected argument %q: put HAProxy's command after --", fs.Arg(0))
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	src := source{cli: onCommandLine, env: fromEnv}
+
+	s.HAProxy = slices.Clone(DefaultHAProxy)
+	if hasCommand {
+		if len(command) == 0 {
+			return Settings{}, fmt.Errorf("parse run arguments: nothing after --: give HAProxy's command, binary first, or drop the --")
+		}
+		s.HAProxy = slices.Clone(command)
+	}
+	if sock, ok := scanArgv(s.HAProxy).masterSocket(); ok {
+		if src.set("master-socket") && s.MasterSocket != sock {
+			return Settings{}, fmt.Errorf("%s conflicts with -S %s in HAProxy's command: drop one of them", src.label("master-socket", s.MasterSocket), sock)
+		}
+		s.MasterSocket = sock
+	}
+	if !src.set("max-wait") {
+		s.MaxWait = derivedMaxWait(s.GracePeriod, s.Margin)
+	}
+	if err := validate(s, src); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
+}
+
+// splitCommand splits args at the first literal "--".
+func splitCommand(args []string) (flags, command []string, hasCommand bool) {
+	i := slices.Index(args, "--")
+	if i < 0 {
+		return args, nil, false
+	}
+	return args[:i], args[i+1:], true
+}
+
+// applyEnv sets every flag whose variable is set and returns which ones.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool, error) {
+	fromEnv := map[string]bool{}
+	if getenv == nil {
+		return fromEnv, nil
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := EnvName(f.Name)
+		v := getenv(name)
+		if err != nil || v == "" {
+			return
+		}
+		if e := f.Value.Set(v); e != nil {
+			err = fmt.Errorf("read environment variable %s=%q: %w", name, v, e)
+			return
+		}
+		fromEnv[f.Name] = true
+	})
+	return fromEnv, err
+}
+
+// derivedMaxWait is two thirds of the stop budget, so the soft stop keeps a
+// third of it; rounded down to the millisecond.
+func derivedMaxWait(grace, margin time.Duration) time.Duration {
+	return ((grace - margin) * 2 / 3).Truncate(time.Millisecond)
+}
+
+// source says where a setting came from, for error messages.
+type source struct{ cli, env map[string]bool }
+
+func (src source) set(name string) bool { return src.cli[name] || src.env[name] }
+
+// label names a setting as the user gave it: "--max-wait 40s",
+// "HAPSUPER_MAX_WAIT=40s", or "--max-wait 18.666s (default)".
+func (src source) label(name string, v any) string {
+	switch {
+	case src.cli[name]:
+		return fmt.Sprintf("--%s %v", name, v)
+	case src.env[name]:
+		return fmt.Sprintf("%s=%v", EnvName(name), v)
+	case name == "max-wait":
+		return fmt.Sprintf("--max-wait %v (default: two thirds of --grace-period − --margin)", v)
+	}
+	return fmt.Sprintf("--%s %v (default)", name, v)
+}
+
+// String is the settings on one line, flag names as keys.
+func (s Settings) String() string {
+	var b strings.Builder
+	for i, a := range s.attrs() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+	}
+	return b.String()
+}
+
+// LogValue logs the settings as a group keyed by flag names.
+func (s Settings) LogValue() slog.Value { return slog.GroupValue(s.attrs()...) }
+
+func (s Settings) attrs() []slog.Attr {
+	return []slog.Attr{
+		slog.Duration("grace-period", s.GracePeriod),
+		slog.Duration("margin", s.Margin),
+		slog.Duration("max-wait", s.MaxWait),
+		slog.Duration("quiet-period", s.QuietPeriod),
+		slog.Duration("poll-interval", s.PollInterval),
+		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
+		slog.String("master-socket", s.MasterSocket),
+		slog.String("status-socket", s.StatusSocket),
+		slog.String("override-file", s.OverrideFile),
+		slog.String("stop-signals", signalList(s.StopSignals)),
+		slog.String("log-format", s.LogFormat),
+		slog.String("log-level", strings.ToLower(s.LogLevel.String())),
+		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
+	}
+}

@@ -1,0 +1,212 @@
+package conf
+
+import (
+	"errors"
+	"flag"
+	"log/slog"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestParseDefaults(t *testing.T) {
+	got, err := Parse(nil, nil)
+	if err != nil {
+		t.Fatalf("Parse(nil): %v", err)
+	}
+	want := Settings{
+		GracePeriod:  30 * time.Second,
+		QuietPeriod:  2 * time.Second,
+		MaxWait:      18666 * time.Millisecond, // two thirds of 30s − 2s
+		Margin:       2 * time.Second,
+		PollInterval: 100 * time.Millisecond,
+		MasterSocket: "/var/run/hapsuper/master.sock",
+		StatusSocket: "/var/run/hapsuper/status.sock",
+		OverrideFile: "/var/run/hapsuper/override.cfg",
+		StopSignals:  []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
+		LogFormat:    "text",
+		LogLevel:     slog.LevelInfo,
+		HAProxy:      []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Parse(nil) =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(Settings) any // returns the field under test
+		want  any
+	}{
+		{"grace flag", []string{"--grace-period", "60s"}, nil,
+			func(s Settings) any { return s.GracePeriod }, 60 * time.Second},
+		{"max wait derived from grace and margin", []string{"--grace-period=62s", "--margin=2s"}, nil,
+			func(s Settings) any { return s.MaxWait }, 40 * time.Second},
+		{"max wait derived from env grace", nil, map[string]string{"HAPSUPER_GRACE_PERIOD": "32s"},
+			func(s Settings) any { return s.MaxWait }, 20 * time.Second},
+		{"explicit max wait", []string{"-max-wait", "25s"}, nil,
+			func(s Settings) any { return s.MaxWait }, 25 * time.Second},
+		{"env quiet period", nil, map[string]string{"HAPSUPER_QUIET_PERIOD": "5s"},
+			func(s Settings) any { return s.QuietPeriod }, 5 * time.Second},
+		{"flag wins over env", []string{"--quiet-period", "3s"}, map[string]string{"HAPSUPER_QUIET_PERIOD": "5s"},
+			func(s Settings) any { return s.QuietPeriod }, 3 * time.Second},
+		{"empty env is unset", nil, map[string]string{"HAPSUPER_QUIET_PERIOD": ""},
+			func(s Settings) any { return s.QuietPeriod }, 2 * time.Second},
+		{"ignore frontends", []string{"--ignore-frontends", "stats, healthz,,"}, nil,
+			func(s Settings) any { return s.IgnoreFrontends }, []string{"stats", "healthz"}},
+		{"ignore frontends from env", nil, map[string]string{"HAPSUPER_IGNORE_FRONTENDS": "stats"},
+			func(s Settings) any { return s.IgnoreFrontends }, []string{"stats"}},
+		{"stop signals mixed forms", []string{"--stop-signals", "term,SIGusr1,2"}, nil,
+			func(s Settings) any { return s.StopSignals }, []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGINT}},
+		{"stop signals from env", nil, map[string]string{"HAPSUPER_STOP_SIGNALS": "SIGUSR1"},
+			func(s Settings) any { return s.StopSignals }, []syscall.Signal{syscall.SIGUSR1}},
+		{"log format", []string{"--log-format", "JSON"}, nil,
+			func(s Settings) any { return s.LogFormat }, "json"},
+		{"log level from env", nil, map[string]string{"HAPSUPER_LOG_LEVEL": "debug"},
+			func(s Settings) any { return s.LogLevel }, slog.LevelDebug},
+		{"sockets and override file", []string{"--status-socket", "/s", "--override-file", "/o.cfg", "--master-socket", "/m"}, nil,
+			func(s Settings) any { return []string{s.StatusSocket, s.OverrideFile, s.MasterSocket} }, []string{"/s", "/o.cfg", "/m"}},
+		{"haproxy command after --", []string{"--margin", "1s", "--", "/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"}, nil,
+			func(s Settings) any { return s.HAProxy }, []string{"/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"}},
+		{"user -S reused as master socket", []string{"--", "haproxy", "-S", "/run/x.sock,level,admin", "-f", "h.cfg"}, nil,
+			func(s Settings) any { return s.MasterSocket }, "/run/x.sock"},
+		{"user -S with unix@ prefix", []string{"--", "haproxy", "-S", "unix@/run/y.sock", "-f", "h.cfg"}, nil,
+			func(s Settings) any { return s.MasterSocket }, "/run/y.sock"},
+		{"same --master-socket and -S agree", []string{"--master-socket", "/run/x.sock", "--", "haproxy", "-S", "/run/x.sock"}, nil,
+			func(s Settings) any { return s.MasterSocket }, "/run/x.sock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse(tt.args, env(tt.env))
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tt.args, err)
+			}
+			if got := tt.check(s); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Parse(%q) gave %v, want %v", tt.args, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string // substrings of the error
+	}{
+		{"unknown flag", []string{"--grace", "30s"}, nil,
+			[]string{"flag provided but not defined: -grace", "hapsuper run -h"}},
+		{"bad duration flag", []string{"--quiet-period", "2"}, nil,
+			[]string{"-quiet-period", "such as 30s"}},
+		{"bad duration env", nil, map[string]string{"HAPSUPER_GRACE_PERIOD": "thirty"},
+			[]string{"HAPSUPER_GRACE_PERIOD", `"thirty"`, "such as 30s"}},
+		{"positional argument", []string{"haproxy"}, nil,
+			[]string{`unexpected argument "haproxy"`, "after --"}},
+		{"empty command", []string{"--"}, nil,
+			[]string{"nothing after --"}},
+		{"zero grace", []string{"--grace-period", "0s"}, nil,
+			[]string{"--grace-period 0s", "more than 0"}},
+		{"negative quiet", []string{"--quiet-period", "-1s"}, nil,
+			[]string{"--quiet-period -1s", "more than 0"}},
+		{"zero margin from env", nil, map[string]string{"HAPSUPER_MARGIN": "0s"},
+			[]string{"HAPSUPER_MARGIN=0s", "more than 0"}},
+		{"zero max wait", []string{"--max-wait", "0s"}, nil,
+			[]string{"--max-wait 0s", "more than 0"}},
+		{"poll too fast", []string{"--poll-interval", "5ms"}, nil,
+			[]string{"--poll-interval 5ms", "minimum of 10ms"}},
+		{"margin not below grace", []string{"--grace-period", "2s"}, nil,
+			[]string{"--margin 2s (default)", "less than --grace-period 2s", "terminationGracePeriodSeconds"}},
+		{"max wait fills the budget", []string{"--max-wait", "28s"}, nil,
+			[]string{"--max-wait 28s", "less than the stop budget 28s", "lower --max-wait"}},
+		{"max wait beyond grace", []string{"--max-wait", "40s"}, nil,
+			[]string{"--max-wait 40s", "stop budget 28s"}},
+		{"max wait beyond grace from env", nil, map[string]string{"HAPSUPER_MAX_WAIT": "1m"},
+			[]string{"HAPSUPER_MAX_WAIT=1m0s", "stop budget 28s"}},
+		{"quiet not below explicit max wait", []string{"--max-wait", "5s", "--quiet-period", "5s"}, nil,
+			[]string{"--quiet-period 5s", "less than --max-wait 5s", "lower --quiet-period or raise --max-wait"}},
+		{"quiet not below derived max wait", []string{"--grace-period", "5s"}, nil,
+			[]string{"--quiet-period 2s (default)", "--max-wait 2s (default: two thirds of --grace-period − --margin)"}},
+		{"poll not below quiet", []string{"--poll-interval", "2s"}, nil,
+			[]string{"--poll-interval 2s", "less than --quiet-period 2s (default)", "lower --poll-interval"}},
+		{"stop signal KILL", []string{"--stop-signals", "SIGTERM,kill"}, nil,
+			[]string{"-stop-signals", "SIGKILL cannot be caught"}},
+		{"stop signal STOP from env", nil, map[string]string{"HAPSUPER_STOP_SIGNALS": "19"},
+			[]string{"HAPSUPER_STOP_SIGNALS", "SIGSTOP cannot be caught"}},
+		{"stop signal CHLD", []string{"--stop-signals", "sigchld"}, nil,
+			[]string{"SIGCHLD", "reaper"}},
+		{"stop signal unknown", []string{"--stop-signals", "SIGFOO"}, nil,
+			[]string{`unknown signal "SIGFOO"`}},
+		{"stop signals empty", []string{"--stop-signals", ","}, nil,
+			[]string{"no signal given"}},
+		{"log format", []string{"--log-format", "logfmt"}, nil,
+			[]string{"-log-format", "use text or json"}},
+		{"log level", nil, map[string]string{"HAPSUPER_LOG_LEVEL": "trace"},
+			[]string{"HAPSUPER_LOG_LEVEL", "debug, info, warn or error"}},
+		{"--master-socket conflicts with -S", []string{"--master-socket", "/a.sock", "--", "haproxy", "-S", "/b.sock"}, nil,
+			[]string{"--master-socket /a.sock conflicts with -S /b.sock", "drop one"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse(tt.args, env(tt.env))
+			if err == nil {
+				t.Fatalf("Parse(%q, %v) = %+v, want an error", tt.args, tt.env, s)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse(%q, %v) error %q does not contain %q", tt.args, tt.env, err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		if _, err := Parse([]string{arg}, nil); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("Parse(%q) error = %v, want flag.ErrHelp", arg, err)
+		}
+	}
+}
+
+func TestUsageNamesEveryVariable(t *testing.T) {
+	var b strings.Builder
+	Usage(&b)
+	s := defaults()
+	newFlagSet(&s).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(b.String(), "--"+f.Name+" ("+EnvName(f.Name)+",") {
+			t.Errorf("usage does not show --%s with %s:\n%s", f.Name, EnvName(f.Name), b.String())
+		}
+	})
+}
+
+func TestSettingsString(t *testing.T) {
+	s, err := Parse([]string{"--ignore-frontends", "stats,healthz", "--log-level", "warn"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.String()
+	for _, want := range []string{
+		"grace-period=30s", "margin=2s", "max-wait=18.666s", "quiet-period=2s", "poll-interval=100ms",
+		"ignore-frontends=stats,healthz", "stop-signals=SIGTERM,SIGUSR1", "log-level=warn",
+		"haproxy=haproxy -f /usr/local/etc/haproxy/haproxy.cfg",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("String() = %q, missing %q", got, want)
+		}
+	}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("settings", "settings", s)
+	if !strings.Contains(b.String(), "settings.max-wait=18.666s") {
+		t.Errorf("LogValue logged %q, want settings.max-wait=18.666s", b.String())
+	}
+}

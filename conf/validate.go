@@ -1,0 +1,51 @@
+package conf
+
+import (
+	"fmt"
+	"time"
+)
+
+// minPollInterval keeps polling from loading HAProxy's master CLI.
+const minPollInterval = 10 * time.Millisecond
+
+// validate checks that the durations fit in the grace period: the drain
+// (max wait) must leave time for the soft stop, and the quiet period must
+// fit in the drain.
+func validate(s Settings, src source) error {
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"grace-period", s.GracePeriod},
+		{"margin", s.Margin},
+		{"quiet-period", s.QuietPeriod},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return fmt.Errorf("%s must be more than 0", src.label(p.name, p.d))
+		}
+	}
+	if s.PollInterval < minPollInterval {
+		return fmt.Errorf("%s is below the minimum of %v: raise it", src.label("poll-interval", s.PollInterval), minPollInterval)
+	}
+	if s.Margin >= s.GracePeriod {
+		return fmt.Errorf("%s must be less than %s: lower the margin or raise the grace period to the pod's terminationGracePeriodSeconds",
+			src.label("margin", s.Margin), src.label("grace-period", s.GracePeriod))
+	}
+	if s.MaxWait <= 0 {
+		return fmt.Errorf("%s must be more than 0", src.label("max-wait", s.MaxWait))
+	}
+	if s.MaxWait >= s.Budget() {
+		return fmt.Errorf("%s must be less than the stop budget %v (--grace-period − --margin), which must also hold the soft stop: lower --max-wait or raise --grace-period",
+			src.label("max-wait", s.MaxWait), s.Budget())
+	}
+	if s.QuietPeriod >= s.MaxWait {
+		return fmt.Errorf("%s must be less than %s, or the drain can never end quiet: lower --quiet-period or raise --max-wait",
+			src.label("quiet-period", s.QuietPeriod), src.label("max-wait", s.MaxWait))
+	}
+	if s.PollInterval >= s.QuietPeriod {
+		return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
+			src.label("poll-interval", s.PollInterval), src.label("quiet-period", s.QuietPeriod))
+	}
+	return nil
+}
