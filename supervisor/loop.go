@@ -26,6 +26,7 @@ type loop struct {
 
 	ready    bool
 	lastObs  observation
+	softAt   time.Time // when SIGUSR1 was last sent for the soft stop
 	hardAt   time.Time // when the hard stop was sent
 	killed   bool      // SIGKILL sent to the process group
 	exitCode int
@@ -98,6 +99,24 @@ func (l *loop) onObservation(o observation) {
 	if !l.ready && len(o.sample.Workers) > 0 {
 		l.markReady("master CLI")
 	}
+	l.checkSoftStop(o)
+}
+
+// checkSoftStop sends the soft stop again when a worker still does not say
+// it is stopping: HAProxy 2.6 was seen ignoring a SIGUSR1 that arrived just
+// after its workers started (lost 4 times in 6).
+func (l *loop) checkSoftStop(o observation) {
+	if l.softAt.IsZero() || !l.hardAt.IsZero() || o.started.Sub(l.softAt) < softStopRetry {
+		return
+	}
+	for _, w := range o.sample.Workers {
+		if !w.Process.Old && !w.Info.Stopping {
+			l.log.Warn("soft stop not taken by a worker: sending it again", "worker", w.Process.PID)
+			l.softAt = l.now()
+			l.signalMaster(syscall.SIGUSR1)
+			return
+		}
+	}
 }
 
 func (l *loop) onNotify(ev notifyEvent) {
@@ -130,6 +149,7 @@ func (l *loop) step() {
 		}
 		l.log.Info("soft stop", "pid", l.master)
 		l.signalMaster(syscall.SIGUSR1)
+		l.softAt = now
 	case drain.HardStop:
 		l.log.Warn("hard stop: deadline reached with sessions open", "pid", l.master, "sessions", sessions(l.lastObs))
 		l.signalMaster(syscall.SIGTERM)
@@ -192,6 +212,10 @@ func (l *loop) publish() {
 	}
 	l.board.Publish(snap)
 }
+
+// softStopRetry is how long a worker may take to report Stopping after a
+// soft stop before the signal is sent again.
+const softStopRetry = 500 * time.Millisecond
 
 func killAfter(margin time.Duration) time.Duration {
 	return min(margin/2, time.Second)

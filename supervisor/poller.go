@@ -27,8 +27,9 @@ func (p *poller) run(ctx context.Context, out chan<- observation) error {
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
 	for {
+		started := p.now()
 		s, err := p.cli.Sample(ctx)
-		o := observation{sample: s, obs: p.observe(s, err)}
+		o := observation{started: started, sample: s, obs: p.observe(s, err)}
 		select {
 		case out <- o:
 		case <-ctx.Done():
@@ -45,8 +46,9 @@ func (p *poller) run(ctx context.Context, out chan<- observation) error {
 // observation is a poll as the loop consumes it: the drain's view and the
 // raw sample for status.
 type observation struct {
-	sample runtimeapi.Sample
-	obs    drain.Observation
+	started time.Time // when the poll began; obs.At is when it ended
+	sample  runtimeapi.Sample
+	obs     drain.Observation
 }
 
 // observe turns a sample into the drain's observation: per worker, the
