@@ -126,7 +126,9 @@ func (l *loop) onNotify(ev notifyEvent) {
 			l.markReady("notify")
 		}
 	case notifyReloading:
-		l.log.Info("haproxy reloading")
+		if l.ready { // HAProxy also says RELOADING=1 while it starts
+			l.log.Info("haproxy reloading")
+		}
 	}
 }
 
@@ -151,7 +153,7 @@ func (l *loop) step() {
 		l.signalMaster(syscall.SIGUSR1)
 		l.softAt = now
 	case drain.HardStop:
-		l.log.Warn("hard stop: deadline reached with sessions open", "pid", l.master, "sessions", sessions(l.lastObs))
+		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", sessions(l.lastObs))
 		l.signalMaster(syscall.SIGTERM)
 		l.hardAt = now
 	}

@@ -1,0 +1,90 @@
+// Package integration is the black-box suite of hapsuper: it builds the real
+// binary, runs it as the supervisor of a real HAProxy 2.6 in front of an
+// in-test origin server, drives clients through it and signals it, and
+// asserts what the clients saw (ok, refused, reset, 5xx, timeout) and what
+// the process did (exit code, time to exit, log lines, zombies, leftovers).
+//
+// It must not reach anything but 127.0.0.1 and the processes it started, and
+// every wait in it is bounded. It needs root (PID namespaces, signalling
+// HAProxy's workers); without root every test skips and says so.
+//
+// Run: go test ./test/integration/ -count=1 -v -timeout 15m
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var (
+	// binPath is the hapsuper binary built for this run.
+	binPath string
+	// buildErr says why the binary could not be built.
+	buildErr error
+	// skipReason is set when the machine cannot run the suite.
+	skipReason string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	switch {
+	case os.Geteuid() != 0:
+		skipReason = "the integration suite needs root (PID namespaces, signals to HAProxy's processes); run it as root as CI does"
+	default:
+		if _, err := os.Stat(haproxyBin); err != nil {
+			skipReason = fmt.Sprintf("HAProxy not installed at %s (apt-get install haproxy): %v", haproxyBin, err)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "hapsuper-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "create the build directory:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	if skipReason == "" {
+		binPath, buildErr = build(tmp)
+	}
+	return m.Run()
+}
+
+// build compiles ./cmd/hapsuper of the module this test belongs to.
+func build(dir string) (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the module root with go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(dir, "hapsuper")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/hapsuper in %s: %w\n%s", root, err, out)
+	}
+	return bin, nil
+}
+
+// requireRoot skips the test when the machine cannot run the suite.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
+
+// hapsuperBin returns the built binary, or fails the test when it could not
+// be built.
+func hapsuperBin(t *testing.T) string {
+	t.Helper()
+	requireRoot(t)
+	if buildErr != nil {
+		t.Fatalf("no hapsuper binary: %v", buildErr)
+	}
+	return binPath
+}

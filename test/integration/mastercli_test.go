@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// masterCommand sends one line to HAProxy's master CLI and returns the
+// answer (the master answers and closes when no prompt is asked for).
+func masterCommand(sock, line string) (string, error) {
+	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		return "", err
+	}
+	// The master answers once the client has finished writing.
+	_ = c.(*net.UnixConn).CloseWrite()
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+// showProcWorkers parses `show proc`: the current workers, then the old ones.
+func showProcWorkers(out string) (current, old []int) {
+	inOld := false
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "# old workers") {
+			inOld = true
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != "worker" {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[0]); err == nil {
+			if inOld {
+				old = append(old, pid)
+			} else {
+				current = append(current, pid)
+			}
+		}
+	}
+	return current, old
+}
+
+// bareHAProxy is HAProxy run directly in master-worker mode, without
+// hapsuper: it checks the harness (configs, clients) and HAProxy's own
+// behaviour that the tests rely on.
+type bareHAProxy struct {
+	cmd    *exec.Cmd
+	sock   string
+	done   chan struct{}
+	state  *os.ProcessState
+	exitAt time.Time
+}
+
+// startBare runs HAProxy with cfg and waits until its master CLI answers
+// and addr accepts connections.
+func startBare(t *testing.T, dir, cfg, addr string) *bareHAProxy {
+	t.Helper()
+	sock := filepath.Join(dir, "bare-master.sock")
+	b := &bareHAProxy{sock: sock, done: make(chan struct{})}
+	b.cmd = exec.Command(haproxyBin, "-W", "-db", "-S", sock+",mode,600,level,admin", "-f", cfg)
+	logf, err := os.Create(filepath.Join(dir, "bare-haproxy.log"))
+	if err != nil {
+		t.Fatalf("create the HAProxy log: %v", err)
+	}
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("start haproxy: %v", err)
+	}
+	logf.Close()
+	go func() {
+		_ = b.cmd.Wait()
+		b.state, b.exitAt = b.cmd.ProcessState, time.Now()
+		close(b.done)
+	}()
+	t.Cleanup(func() {
+		_ = b.cmd.Process.Kill()
+		<-b.done
+		killLeftovers(t, dir)
+	})
+	waitListening(t, addr, 10*time.Second)
+	for end := time.Now().Add(5 * time.Second); ; {
+		if out, err := masterCommand(sock, "show proc"); err == nil {
+			if cur, _ := showProcWorkers(out); len(cur) > 0 {
+				return b
+			}
+		}
+		if time.Now().After(end) {
+			out, err := masterCommand(sock, "show proc")
+			t.Fatalf("master CLI %s shows no worker: %q %v", sock, out, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// signal sends sig to the master.
+func (b *bareHAProxy) signal(t *testing.T, sig syscall.Signal) time.Time {
+	t.Helper()
+	at := time.Now()
+	if err := b.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal haproxy master: %v", err)
+	}
+	return at
+}
+
+// wait waits for the master to exit and returns its exit code (128+signal
+// when killed by one).
+func (b *bareHAProxy) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(timeout):
+		t.Fatalf("haproxy master still running after %s", timeout)
+	}
+	return exitCode(b.state)
+}
+
+// workers returns the current workers from the master CLI.
+func (b *bareHAProxy) workers(t *testing.T) []int {
+	t.Helper()
+	out, err := masterCommand(b.sock, "show proc")
+	if err != nil {
+		t.Fatalf("show proc: %v", err)
+	}
+	cur, _ := showProcWorkers(out)
+	return cur
+}
+
+// exitCode is the shell's view of a process's end: its code, or 128+signal.
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
