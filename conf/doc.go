@@ -43,6 +43,15 @@
 //     numbers. SIGKILL, SIGSTOP and SIGCHLD are refused.
 //   - HAPSUPER_LOG_FORMAT (--log-format, default text): text or json.
 //   - HAPSUPER_LOG_LEVEL (--log-level, default info): debug, info, warn or error.
+//   - HAPSUPER_ROUTING (--routing, default auto): how routing withdrawal is
+//     observed: off (quiet period only), endpointslices (the pod's
+//     EndpointSlices in the API), kube-proxy (and every node's kube-proxy
+//     healthz), or auto (endpointslices when in-cluster credentials or a
+//     kubeconfig exist, otherwise off).
+//   - HAPSUPER_KUBECONFIG (--kubeconfig, default none): a kubeconfig file for
+//     use outside a cluster; in a pod the service account is used.
+//   - HAPSUPER_METRICS_ADDR (--metrics-addr, default none: off): the address
+//     of the Prometheus endpoint (/metrics), such as :9101.
 //
 // The arguments after a literal `--` are HAProxy's command, binary first. Without
 // them hapsuper runs `haproxy -f /usr/local/etc/haproxy/haproxy.cfg`, the

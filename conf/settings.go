@@ -31,7 +31,20 @@ type Settings struct {
 	LogFormat       string // "text" or "json"
 	LogLevel        slog.Level
 	HAProxy         []string // the user's argv after "--" (or DefaultHAProxy), binary first
+	Routing         string   // RoutingAuto, RoutingOff, RoutingEndpointSlices or RoutingKubeProxy
+	Kubeconfig      string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
+	MetricsAddr     string   // Prometheus endpoint address; empty: off
 }
+
+// The routing observation modes (--routing).
+const (
+	RoutingAuto           = "auto"           // endpointslices with in-cluster credentials or a kubeconfig, otherwise off
+	RoutingOff            = "off"            // quiet period only
+	RoutingEndpointSlices = "endpointslices" // withdrawal observed in the API
+	RoutingKubeProxy      = "kube-proxy"     // and confirmed by every node's kube-proxy
+)
+
+var routingModes = []string{RoutingAuto, RoutingOff, RoutingEndpointSlices, RoutingKubeProxy}
 
 // Budget is the time from a stop request to hapsuper's deadline: GracePeriod
 // less Margin. Every soft stop is bounded by it (hard-stop-after).
@@ -51,6 +64,7 @@ func defaults() Settings {
 		StopSignals:  []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
 		LogFormat:    "text",
 		LogLevel:     slog.LevelInfo,
+		Routing:      RoutingAuto,
 	}
 }
 
@@ -69,8 +83,11 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.StringVar(&s.StatusSocket, "status-socket", s.StatusSocket, "hapsuper's status socket")
 	fs.StringVar(&s.OverrideFile, "override-file", s.OverrideFile, "configuration file hapsuper writes and passes to HAProxy as the last -f")
 	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain")
-	fs.Var(formatValue{&s.LogFormat}, "log-format", "text or json")
+	fs.Var(choiceValue{&s.LogFormat, []string{"text", "json"}}, "log-format", "text or json")
 	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
+	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: auto, off, endpointslices or kube-proxy")
+	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	return fs
 }
 
@@ -226,6 +243,9 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("stop-signals", signalList(s.StopSignals)),
 		slog.String("log-format", s.LogFormat),
 		slog.String("log-level", strings.ToLower(s.LogLevel.String())),
+		slog.String("routing", s.Routing),
+		slog.String("kubeconfig", s.Kubeconfig),
+		slog.String("metrics-addr", s.MetricsAddr),
 		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
 	}
 }

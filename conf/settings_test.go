@@ -33,6 +33,7 @@ func TestParseDefaults(t *testing.T) {
 		LogFormat:    "text",
 		LogLevel:     slog.LevelInfo,
 		HAProxy:      []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
+		Routing:      RoutingAuto,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(nil) =\n%+v\nwant\n%+v", got, want)
@@ -149,7 +150,9 @@ func TestParseErrors(t *testing.T) {
 		{"stop signals empty", []string{"--stop-signals", ","}, nil,
 			[]string{"no signal given"}},
 		{"log format", []string{"--log-format", "logfmt"}, nil,
-			[]string{"-log-format", "use text or json"}},
+			[]string{"-log-format", "use one of text, json"}},
+		{"routing mode", nil, map[string]string{"HAPSUPER_ROUTING": "ipvs"},
+			[]string{"HAPSUPER_ROUTING", "use one of auto, off, endpointslices, kube-proxy"}},
 		{"log level", nil, map[string]string{"HAPSUPER_LOG_LEVEL": "trace"},
 			[]string{"HAPSUPER_LOG_LEVEL", "debug, info, warn or error"}},
 		{"--master-socket conflicts with -S", []string{"--master-socket", "/a.sock", "--", "haproxy", "-S", "/b.sock"}, nil,

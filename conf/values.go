@@ -3,6 +3,7 @@ package conf
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -88,23 +89,26 @@ func signalList(sigs []syscall.Signal) string {
 	return strings.Join(names, ",")
 }
 
-// formatValue is the log format: text or json.
-type formatValue struct{ f *string }
-
-func (v formatValue) String() string {
-	if v.f == nil {
-		return ""
-	}
-	return *v.f
+// choiceValue is one word out of a fixed list (log format, routing mode).
+type choiceValue struct {
+	v       *string
+	choices []string
 }
 
-func (v formatValue) Set(s string) error {
-	switch f := strings.ToLower(strings.TrimSpace(s)); f {
-	case "text", "json":
-		*v.f = f
+func (v choiceValue) String() string {
+	if v.v == nil {
+		return ""
+	}
+	return *v.v
+}
+
+func (v choiceValue) Set(s string) error {
+	w := strings.ToLower(strings.TrimSpace(s))
+	if slices.Contains(v.choices, w) {
+		*v.v = w
 		return nil
 	}
-	return fmt.Errorf("unknown log format: use text or json")
+	return fmt.Errorf("unknown value %q: use one of %s", s, strings.Join(v.choices, ", "))
 }
 
 // levelValue is the log level: debug, info, warn or error.
