@@ -20,6 +20,7 @@ const (
 	maxConns       = 16              // concurrent status connections; more wait in the kernel backlog
 	connTimeout    = 2 * time.Second // whole exchange, request and reply
 	maxRequestLine = 256             // bytes
+	maxDiscard     = 64 << 10        // bytes read after a too long request
 	acceptBackoff  = 50 * time.Millisecond
 )
 
@@ -93,6 +94,10 @@ func (s *Server) handle(conn *net.UnixConn) {
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
 		enc.Encode(Snapshot{Error: "request too long: send \"status\\n\""})
+		// Read what is left (bounded, within the deadline) so that closing
+		// does not reset the connection before the peer reads the reply.
+		conn.CloseWrite()
+		io.Copy(io.Discard, io.LimitReader(conn, maxDiscard))
 		return
 	case err != nil && !errors.Is(err, io.EOF):
 		return // timed out or reset: nobody to answer

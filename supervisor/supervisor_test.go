@@ -1,0 +1,183 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/runtimeapi"
+)
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// waitMaster reaps until pid is gone, bounded.
+func waitMaster(t *testing.T, pid int) syscall.WaitStatus {
+	t.Helper()
+	end := time.Now().Add(5 * time.Second)
+	for time.Now().Before(end) {
+		if ws, done := reapAll(pid, discard); done {
+			return ws
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("pid %d not reaped within 5s", pid)
+	return 0
+}
+
+// A process that ends by a signal is reported as 128+N, as shells and tini do.
+func TestExitCodeOfChild(t *testing.T) {
+	tests := []struct {
+		script string
+		want   int
+	}{
+		{"exit 0", 0},
+		{"exit 3", 3},
+		{"kill -TERM $$", 128 + 15},
+		{"kill -KILL $$", 128 + 9},
+		{"kill -INT $$", 128 + 2},
+		{"kill -USR1 $$", 128 + 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.script, func(t *testing.T) {
+			pid, err := startMaster("/bin/sh", []string{"sh", "-c", tt.script}, os.Environ())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := exitCode(waitMaster(t, pid)); got != tt.want {
+				t.Errorf("exit code of %q = %d, want %d", tt.script, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolveMapsFailuresToShellCodes(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "haproxy")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		bin  string
+		want int
+	}{
+		{filepath.Join(dir, "missing"), ExitNotFound},
+		{"no-such-haproxy-binary", ExitNotFound},
+		{notExec, ExitNotExecutable},
+	}
+	for _, tt := range tests {
+		_, err := resolve(tt.bin)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != tt.want {
+			t.Errorf("resolve(%q) = %v, want exit code %d", tt.bin, err, tt.want)
+		}
+	}
+	if p, err := resolve("sh"); err != nil || !filepath.IsAbs(p) {
+		t.Errorf("resolve(sh) = %q, %v; want an absolute path", p, err)
+	}
+}
+
+type fakeSampler struct {
+	s   runtimeapi.Sample
+	err error
+}
+
+func (f fakeSampler) Sample(context.Context) (runtimeapi.Sample, error) { return f.s, f.err }
+
+// Activity is stot plus req_tot per worker, ignored frontends left out.
+func TestPollerObserve(t *testing.T) {
+	now := time.Unix(100, 0)
+	p := &poller{ignore: map[string]bool{"probes": true}, now: func() time.Time { return now }}
+	s := runtimeapi.Sample{Workers: []runtimeapi.WorkerSample{
+		{
+			Process: runtimeapi.Process{PID: 7},
+			Info:    runtimeapi.Info{CurrConns: 4},
+			Frontends: []runtimeapi.Frontend{
+				{Name: "web", Mode: "http", Stot: 3, ReqTot: 10},
+				{Name: "db", Mode: "tcp", Stot: 5},
+				{Name: "probes", Mode: "http", Stot: 1000, ReqTot: 1000},
+			},
+		},
+		{Process: runtimeapi.Process{PID: 6, Old: true}, Frontends: []runtimeapi.Frontend{{Name: "web", Mode: "http", Stot: 1, ReqTot: 2}}},
+	}}
+	o := p.observe(s, nil)
+	if o.Err != nil || !o.At.Equal(now) || len(o.Workers) != 2 {
+		t.Fatalf("observe = %+v", o)
+	}
+	if w := o.Workers[0]; w.PID != 7 || w.Requests != 18 || w.Sessions != 4 || w.Old {
+		t.Errorf("current worker = %+v, want pid 7, 18 requests (3+10+5), 4 sessions", w)
+	}
+	if w := o.Workers[1]; w.PID != 6 || w.Requests != 3 || !w.Old {
+		t.Errorf("old worker = %+v, want pid 6, 3 requests, old", w)
+	}
+	failed := p.observe(runtimeapi.Sample{}, errors.New("boom"))
+	if failed.Err == nil || len(failed.Workers) != 0 {
+		t.Errorf("failed poll = %+v, want the error and no workers", failed)
+	}
+}
+
+func TestPollerStopsWithContext(t *testing.T) {
+	p := &poller{cli: fakeSampler{err: errors.New("no master")}, interval: time.Millisecond, now: time.Now}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan observation)
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx, out) }()
+	select {
+	case o := <-out:
+		if o.obs.Err == nil {
+			t.Error("observation of a failed poll has no error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no observation within 5s")
+	}
+	cancel() // the poller is blocked sending its next observation
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("poller did not stop within 5s of cancel")
+	}
+}
+
+func TestNotifyListener(t *testing.T) {
+	nl, err := listenNotify(filepath.Join(t.TempDir(), "notify.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan notifyEvent, 4)
+	done := make(chan struct{})
+	ran := make(chan error, 1)
+	go func() { ran <- nl.run(events, done) }()
+	c, err := net.Dial("unixgram", nl.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("STATUS=starting\nREADY=1\nMAINPID=1\n"))
+	c.Write([]byte("RELOADING=1"))
+	for _, want := range []notifyEvent{notifyReady, notifyReloading} {
+		select {
+		case got := <-events:
+			if got != want {
+				t.Errorf("event %q, want %q", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %q within 5s", want)
+		}
+	}
+	close(done)
+	nl.close()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("run after close = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not return within 5s of close")
+	}
+}
