@@ -68,23 +68,23 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		l.reap()
 	case l.stops[sig]:
 		if !l.drain.StopRequested(now) {
-			l.log.Info("stop request ignored: a drain is under way", "signal", sig.String())
+			l.log.Info("stop request ignored: a drain is under way", "signal", conf.SignalName(sig))
 			return
 		}
 		st := l.drain.Status(now)
-		l.log.Info("drain started", "signal", sig.String(), "bound", st.BoundAt, "deadline", st.Deadline)
+		l.log.Info("drain started", "signal", conf.SignalName(sig), "bound", st.BoundAt, "deadline", st.Deadline)
 	case sig == syscall.SIGHUP || sig == syscall.SIGUSR2:
 		if ph := l.drain.Status(now).Phase; ph == drain.Stopping || ph == drain.Exited {
-			l.log.Info("reload ignored: HAProxy is stopping", "signal", sig.String())
+			l.log.Info("reload ignored: HAProxy is stopping", "signal", conf.SignalName(sig))
 			return
 		}
-		l.log.Info("reload", "signal", sig.String())
+		l.log.Info("reload", "signal", conf.SignalName(sig))
 		l.signalMaster(syscall.SIGUSR2)
 	case sig == syscall.SIGUSR1:
 		l.log.Info("soft stop now: SIGUSR1 is not a stop signal, forwarded")
 		l.signalMaster(syscall.SIGUSR1)
 	case sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGTERM:
-		l.log.Warn("hard stop now: drain skipped", "signal", sig.String())
+		l.log.Warn("hard stop now: drain skipped", "signal", conf.SignalName(sig))
 		l.signalMaster(syscall.SIGTERM)
 	}
 }
@@ -182,7 +182,7 @@ func (l *loop) signalMaster(sig syscall.Signal) {
 		return
 	}
 	if err := syscall.Kill(l.master, sig); err != nil {
-		l.log.Warn("signal to haproxy master failed", "signal", sig.String(), "pid", l.master, "err", err)
+		l.log.Warn("signal to haproxy master failed", "signal", conf.SignalName(sig), "pid", l.master, "err", err)
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/metrics"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -84,6 +85,10 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		return ExitConfig, err
 	}
 	defer srv.Close()
+	serveMetrics, err := sv.listenMetrics(board)
+	if err != nil {
+		return ExitConfig, err
+	}
 
 	env := os.Environ()
 	var nl *notifyListener
@@ -113,7 +118,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
 	}
-	return l.runGroup(ctx, sigs, srv, nl)
+	return l.runGroup(ctx, sigs, srv, nl, serveMetrics)
 }
 
 // prepare creates the socket directories and writes the override file, and
@@ -142,7 +147,7 @@ func (sv *Supervisor) prepare() error {
 // runGroup runs the loop with its helpers as one oklog/run group: the loop
 // returns when the master is gone, which stops the poller, the status server
 // and the notify listener.
-func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.Server, nl *notifyListener) (int, error) {
+func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.Server, nl *notifyListener, serveMetrics func(context.Context) error) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	obs := make(chan observation, 1)
@@ -161,6 +166,9 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 	}
 	g.Add(func() error { return p.run(ctx, obs) }, func(error) { cancel() })
 	g.Add(srv.Serve, func(error) { srv.Close() })
+	if serveMetrics != nil {
+		g.Add(func() error { return serveMetrics(ctx) }, func(error) { cancel() })
+	}
 	if nl != nil {
 		done := make(chan struct{})
 		g.Add(func() error { return nl.run(events, done) }, func(error) { close(done); nl.close() })
@@ -169,6 +177,29 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 		return code, err
 	}
 	return code, nil
+}
+
+// listenMetrics takes the metrics port now, so that a port in use fails
+// hapsuper before HAProxy starts, and returns the group actor that serves it
+// until its context ends; nil when --metrics-addr is empty. A failure of the
+// endpoint is logged and never ends the group: it must not stop HAProxy.
+func (sv *Supervisor) listenMetrics(board *status.Board) (func(context.Context) error, error) {
+	if sv.settings.MetricsAddr == "" {
+		return nil, nil
+	}
+	ln, err := metrics.Listen(sv.settings.MetricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	reg := metrics.NewRegistry(board, time.Now)
+	log := sv.log.With("component", "metrics")
+	return func(ctx context.Context) error {
+		if err := metrics.Serve(ctx, ln, reg, log); err != nil {
+			log.Error("metrics endpoint stopped: scrapes fail until hapsuper restarts", "err", err)
+			<-ctx.Done()
+		}
+		return nil
+	}, nil
 }
 
 func exitCodeOf(err error) int {

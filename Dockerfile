@@ -1,0 +1,59 @@
+# syntax=docker/dockerfile:1
+#
+# hapsuper on the official HAProxy image: the same HAProxy, configuration path
+# and user, with hapsuper as PID 1 in front of it. Build with
+#
+#   docker build -t hapsuper-haproxy --build-arg VERSION=$(git describe --tags) .
+#
+# test/image parses this file and runs its ENTRYPOINT + CMD against a real
+# HAProxy: change them together.
+
+# The official HAProxy image's tag. 3.0 is an LTS branch (supported to 2029);
+# pin an exact patch release so that a rebuild does not change HAProxy behind
+# the operator's back, and raise it on purpose. Other LTS branches (2.6, 2.8,
+# 3.2) work the same: --build-arg HAPROXY_VERSION=2.8.x.
+ARG HAPROXY_VERSION=3.0.11
+
+# Build stage: the Go release that go.mod names, on the build machine's own
+# platform; the binary is cross-compiled for the target platform below.
+FROM --platform=$BUILDPLATFORM golang:1.26.8-bookworm AS build
+WORKDIR /src
+# Modules first: this layer stays cached until go.mod or go.sum change.
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+ARG VERSION=dev
+ARG TARGETOS
+ARG TARGETARCH
+# Static (CGO_ENABLED=0): the binary does not depend on the final image's C
+# library, so any haproxy image variant (Debian or Alpine) can carry it.
+# -trimpath and -s -w: reproducible paths, no debug tables (smaller image);
+# main.version is what `hapsuper version` prints.
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/hapsuper ./cmd/hapsuper
+
+# Final stage: the official image, untouched but for hapsuper.
+FROM haproxy:${HAPROXY_VERSION}
+COPY --from=build /out/hapsuper /usr/local/bin/hapsuper
+# hapsuper's sockets and override file live in /var/run/hapsuper (conf's
+# defaults). The base image ends as USER haproxy, which cannot create a
+# directory under /var/run: create it as root, owned by haproxy, mode 0700
+# (the master CLI there is admin level: only hapsuper and HAProxy may reach
+# it). With readOnlyRootFilesystem, mount an emptyDir on /var/run/hapsuper.
+USER root
+RUN install -d -o haproxy -g haproxy -m 0700 /var/run/hapsuper
+# Back to the base image's unprivileged user: hapsuper does not need root, and
+# HAProxy runs as the same user it would run as without hapsuper.
+USER haproxy
+# The base image's stop signal, kept: hapsuper treats SIGUSR1 as a stop
+# request (its default --stop-signals is SIGTERM,SIGUSR1), so `docker stop`
+# and a kubelet honouring the image's STOPSIGNAL start a drain, as SIGTERM does.
+STOPSIGNAL SIGUSR1
+# hapsuper replaces the base image's docker-entrypoint.sh. Its settings come
+# from HAPSUPER_* variables (see `hapsuper run -h`); everything after "--" is
+# HAProxy's command, binary first: a CMD override must start with "haproxy".
+ENTRYPOINT ["/usr/local/bin/hapsuper", "--"]
+# The base image's CMD, kept: the configuration is where the official image's
+# users already mount it. hapsuper adds -W, -db, -S and its override file.
+CMD ["haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]

@@ -1,0 +1,202 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/status"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// at is t0 plus s seconds.
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// expectation is the hapsuper_ exposition expected for one snapshot, built
+// from the few values that differ between phases.
+type expectation struct {
+	phase    drain.Phase
+	reason   drain.Reason
+	duration float64 // drain duration in seconds; < 0: no drain ended
+	deadline string  // deadline_seconds value; "" when absent
+	sessions int
+	current  int
+	old      int
+	cliUp    int
+}
+
+func (e expectation) text() string {
+	var b strings.Builder
+	b.WriteString("# HELP hapsuper_phase 1 for the phase hapsuper is in, 0 for the others (starting, serving, draining, stopping, exited).\n# TYPE hapsuper_phase gauge\n")
+	for _, p := range Phases {
+		fmt.Fprintf(&b, "hapsuper_phase{phase=%q} %d\n", p, one(p == e.phase))
+	}
+	b.WriteString("# HELP hapsuper_drains_total Drains ended, by reason; a process drains at most once.\n# TYPE hapsuper_drains_total counter\n")
+	for _, r := range Reasons {
+		fmt.Fprintf(&b, "hapsuper_drains_total{reason=%q} %d\n", r, one(r == e.reason))
+	}
+	b.WriteString("# HELP hapsuper_drain_duration_seconds Time from the stop request to the soft stop, observed once when the drain ended.\n# TYPE hapsuper_drain_duration_seconds histogram\n")
+	count, sum := 0, 0.0
+	if e.duration >= 0 {
+		count, sum = 1, e.duration
+	}
+	for _, le := range DrainBuckets {
+		fmt.Fprintf(&b, "hapsuper_drain_duration_seconds_bucket{le=\"%g\"} %d\n", le, one(count == 1 && e.duration <= le))
+	}
+	fmt.Fprintf(&b, "hapsuper_drain_duration_seconds_bucket{le=\"+Inf\"} %d\nhapsuper_drain_duration_seconds_sum %g\nhapsuper_drain_duration_seconds_count %d\n", count, sum, count)
+	if e.deadline != "" {
+		fmt.Fprintf(&b, "# HELP hapsuper_deadline_seconds Seconds left before the hard-stop deadline, negative past it; absent while no deadline is known.\n# TYPE hapsuper_deadline_seconds gauge\nhapsuper_deadline_seconds %s\n", e.deadline)
+	}
+	fmt.Fprintf(&b, "# HELP hapsuper_haproxy_sessions Current sessions summed over every HAProxy worker, old workers included, as last polled.\n# TYPE hapsuper_haproxy_sessions gauge\nhapsuper_haproxy_sessions %d\n", e.sessions)
+	fmt.Fprintf(&b, "# HELP hapsuper_haproxy_workers HAProxy workers as last polled, by kind: current, or old (left by a reload).\n# TYPE hapsuper_haproxy_workers gauge\nhapsuper_haproxy_workers{kind=\"current\"} %d\nhapsuper_haproxy_workers{kind=\"old\"} %d\n", e.current, e.old)
+	fmt.Fprintf(&b, "# HELP hapsuper_master_cli_up 1 when the last poll of HAProxy's master CLI succeeded, 0 when it failed or none was made yet.\n# TYPE hapsuper_master_cli_up gauge\nhapsuper_master_cli_up %d\n", e.cliUp)
+	return b.String()
+}
+
+func one(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var names = []string{
+	"hapsuper_phase", "hapsuper_drains_total", "hapsuper_drain_duration_seconds", "hapsuper_deadline_seconds",
+	"hapsuper_haproxy_sessions", "hapsuper_haproxy_workers", "hapsuper_master_cli_up",
+}
+
+// The scrape happens at now = t0+10s in every case.
+func TestCollectorPhases(t *testing.T) {
+	twoWorkers := []status.Worker{{PID: 101, Sessions: 7, Requests: 40}, {PID: 88, Old: true, Sessions: 3, Requests: 900}}
+	tests := []struct {
+		name string
+		snap status.Snapshot
+		want expectation
+	}{{
+		name: "starting: no poll yet, nothing known",
+		snap: status.Snapshot{Phase: drain.Starting, MasterPID: 42, Workers: []status.Worker{}},
+		want: expectation{phase: drain.Starting, duration: -1},
+	}, {
+		name: "starting: the master CLI does not answer yet",
+		snap: status.Snapshot{Phase: drain.Starting, PollError: "dial unix /var/run/hapsuper/master.sock: connect: no such file or directory"},
+		want: expectation{phase: drain.Starting, duration: -1},
+	}, {
+		name: "serving: one current worker with sessions",
+		snap: status.Snapshot{Phase: drain.Serving, ObservedAt: at(9.9), Workers: []status.Worker{{PID: 101, Sessions: 12}}},
+		want: expectation{phase: drain.Serving, duration: -1, sessions: 12, current: 1, cliUp: 1},
+	}, {
+		name: "serving: the pod's own deadline is known before the stop request",
+		snap: status.Snapshot{Phase: drain.Serving, ObservedAt: at(9.9), Drain: drain.Status{Phase: drain.Serving, Deadline: at(38)}},
+		want: expectation{phase: drain.Serving, duration: -1, deadline: "28", cliUp: 1},
+	}, {
+		name: "serving: the last poll failed",
+		snap: status.Snapshot{Phase: drain.Serving, PollError: "read show proc: i/o timeout", Workers: []status.Worker{}},
+		want: expectation{phase: drain.Serving, duration: -1},
+	}, {
+		name: "draining after a reload: old worker counted, drain not ended",
+		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: twoWorkers,
+			Drain: drain.Status{Phase: drain.Draining, StopAt: at(4), BoundAt: at(22), Deadline: at(32)}},
+		want: expectation{phase: drain.Draining, duration: -1, deadline: "22", sessions: 10, current: 1, old: 1, cliUp: 1},
+	}, {
+		name: "stopping after a quiet drain of 2.5s",
+		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 2}},
+			Drain: drain.Status{Phase: drain.Stopping, StopAt: at(4), SoftStopAt: at(6.5), Deadline: at(32), Reason: drain.ReasonQuiet}},
+		want: expectation{phase: drain.Stopping, reason: drain.ReasonQuiet, duration: 2.5, deadline: "22", sessions: 2, current: 1, cliUp: 1},
+	}, {
+		name: "stopping past the deadline after a bound drain of 18s",
+		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 1}},
+			Drain: drain.Status{Phase: drain.Stopping, StopAt: at(-20), SoftStopAt: at(-2), Deadline: at(8), HardStopAt: at(8), Reason: drain.ReasonBound}},
+		want: expectation{phase: drain.Stopping, reason: drain.ReasonBound, duration: 18, deadline: "-2", sessions: 1, current: 1, cliUp: 1},
+	}, {
+		name: "exited after a drain longer than the last bucket",
+		snap: status.Snapshot{Phase: drain.Exited, PollError: "dial unix /var/run/hapsuper/master.sock: connect: connection refused", Workers: []status.Worker{},
+			Drain: drain.Status{Phase: drain.Exited, StopAt: at(-100), SoftStopAt: at(-25), Deadline: at(-10), ExitedAt: at(-24), Reason: drain.ReasonUnavailable}},
+		want: expectation{phase: drain.Exited, reason: drain.ReasonUnavailable, duration: 75, deadline: "-20"},
+	}, {
+		name: "exited without a drain: the master died while serving",
+		snap: status.Snapshot{Phase: drain.Exited, PollError: "connection refused", Workers: []status.Worker{},
+			Drain: drain.Status{Phase: drain.Exited, ExitedAt: at(9), Detail: "master exited while serving"}},
+		want: expectation{phase: drain.Exited, duration: -1},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := collector{board: status.NewBoard(tt.snap), now: func() time.Time { return at(10) }}
+			if err := testutil.CollectAndCompare(c, strings.NewReader(tt.want.text()), names...); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Every phase and reason is present as a series from the first scrape, so
+// rate() and absent() work without waiting for the first drain.
+func TestCollectorSeriesAlwaysPresent(t *testing.T) {
+	c := collector{board: status.NewBoard(status.Snapshot{}), now: time.Now}
+	for name, want := range map[string]int{
+		"hapsuper_phase": len(Phases), "hapsuper_drains_total": len(Reasons),
+		"hapsuper_drain_duration_seconds": 1, "hapsuper_haproxy_workers": 2,
+		"hapsuper_deadline_seconds": 0,
+	} {
+		if got := testutil.CollectAndCount(c, name); got != want {
+			t.Errorf("%s: %d series, want %d", name, got, want)
+		}
+	}
+}
+
+// The registry passes the linter (names, units, help) and carries the Go
+// and process collectors beside hapsuper's.
+func TestRegistry(t *testing.T) {
+	reg := NewRegistry(status.NewBoard(status.Snapshot{Phase: drain.Serving}), time.Now)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "hapsuper_") {
+			t.Errorf("lint %s: %s", p.Metric, p.Text)
+		}
+	}
+	n, err := testutil.GatherAndCount(reg, "go_goroutines", "process_start_time_seconds", "hapsuper_phase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2+len(Phases) {
+		t.Errorf("go_goroutines, process_start_time_seconds and hapsuper_phase: %d series, want %d", n, 2+len(Phases))
+	}
+}
+
+// A scrape reads the board as it is at that instant: a publish between two
+// scrapes shows in the second without any call into this package.
+func TestCollectorReadsAtScrapeTime(t *testing.T) {
+	b := status.NewBoard(status.Snapshot{Phase: drain.Serving})
+	reg := NewRegistry(b, time.Now)
+	phase := func() string {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "hapsuper_phase" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetGauge().GetValue() == 1 {
+					return m.GetLabel()[0].GetValue()
+				}
+			}
+		}
+		return ""
+	}
+	if got := phase(); got != "serving" {
+		t.Fatalf("phase %q, want serving", got)
+	}
+	b.Publish(status.Snapshot{Phase: drain.Draining})
+	if got := phase(); got != "draining" {
+		t.Fatalf("phase after publish %q, want draining", got)
+	}
+}

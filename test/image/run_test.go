@@ -1,0 +1,335 @@
+package image_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
+)
+
+// imageConfigPath is the configuration path of the image's CMD.
+const imageConfigPath = "/usr/local/etc/haproxy/haproxy.cfg"
+
+// TestImageCommandLine runs the image's ENTRYPOINT + CMD, as parsed from the
+// Dockerfile, against this machine's HAProxy: the image's binary path maps
+// to a fresh build, its config path to an example config, its run directory
+// to a temporary one made by the Dockerfile's own RUN, and it runs as the
+// haproxy user as the image does. It must serve, then drain on the image's
+// STOPSIGNAL and exit 0.
+func TestImageCommandLine(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it creates the run directory for, and runs hapsuper as, the haproxy user")
+	}
+	u, err := user.Lookup("haproxy")
+	if err != nil {
+		t.Skipf("no haproxy user on this machine (Debian's haproxy package creates it): %v", err)
+	}
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skipf("no haproxy binary in PATH: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	img := loadImage(t)
+
+	dir, err := os.MkdirTemp("", "hapsuper-image-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // the image's / : root's, readable by all
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hapsuper")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/hapsuper")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/hapsuper: %v\n%s", err, out)
+	}
+
+	// The run directory, made by the Dockerfile's RUN with its path mapped.
+	run := mapRunDir(t, img, filepath.Join(dir, "var", "run"))
+	info, err := os.Stat(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || info.Mode().Perm() != 0o700 || int(st.Uid) != uid || int(st.Gid) != gid {
+		t.Fatalf("run directory %s: mode %v owner %d:%d, want a directory 0700 owned by haproxy (%d:%d)", run, info.Mode(), st.Uid, st.Gid, uid, gid)
+	}
+
+	port := freePort(t)
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, exampleConfig, port), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argv := imageArgv(t, img, bin, cfg)
+	defaults, err := conf.Parse(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		conf.EnvName("master-socket") + "=" + filepath.Join(run, filepath.Base(defaults.MasterSocket)),
+		conf.EnvName("status-socket") + "=" + filepath.Join(run, filepath.Base(defaults.StatusSocket)),
+		conf.EnvName("override-file") + "=" + filepath.Join(run, filepath.Base(defaults.OverrideFile)),
+		conf.EnvName("grace-period") + "=10s",
+		conf.EnvName("quiet-period") + "=1s",
+		conf.EnvName("log-format") + "=json",
+	}
+	t.Logf("running %q as haproxy (%d:%d) with %q", argv, uid, gid, env)
+	p := start(t, argv, env, uid, gid)
+
+	started := p.waitLog(t, "haproxy started", 10*time.Second)
+	ready := p.waitLog(t, "haproxy ready", 10*time.Second)
+	master := int(started["pid"].(float64))
+	if got := procUID(t, master); got != uid {
+		t.Errorf("HAProxy master %d runs as uid %d, want haproxy's %d", master, got, uid)
+	}
+	t.Logf("ready via %v", ready["via"])
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	if code := httpGet(t, url); code != http.StatusOK {
+		t.Fatalf("GET %s: %d, want 200", url, code)
+	}
+
+	sig, err := conf.ParseSignal(img.stopSignal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAt := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	drain := p.waitLog(t, "drain started", 2*time.Second)
+	if drain["signal"] != sig.String() {
+		t.Errorf("drain started by %v, want %s", drain["signal"], sig)
+	}
+	if code := httpGet(t, url); code != http.StatusOK { // listeners stay open while draining
+		t.Errorf("GET %s while draining: %d, want 200", url, code)
+	}
+	ended := p.waitLog(t, "drain ended", 8*time.Second)
+	if ended["reason"] != "quiet" {
+		t.Errorf("drain ended with reason %v (%v), want quiet", ended["reason"], ended["detail"])
+	}
+	// With no client left, the soft stop ends at once: the budget after the
+	// drain is the rest of the grace period, a second is plenty.
+	code, err := p.wait(2 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s at +0, drain ended after %.2fs (%v), exit %d at +%s", sig, ended["duration_s"], ended["reason"], code, time.Since(stopAt).Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("hapsuper exited %d after a clean drain, want 0", code)
+	}
+}
+
+const exampleConfig = `global
+    log stderr format raw local0 notice
+
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+    option idle-close-on-response
+
+frontend web
+    bind 127.0.0.1:%d
+    http-request return status 200 content-type text/plain string "served by the image's command line\n"
+`
+
+// imageArgv is ENTRYPOINT + CMD with the image's paths mapped: the binary
+// to bin, the configuration to cfg. Nothing else is changed.
+func imageArgv(t *testing.T, img image, bin, cfg string) []string {
+	t.Helper()
+	argv := slices.Concat(img.entrypoint, img.cmd)
+	if argv[0] != binaryPath {
+		t.Fatalf("image command %q does not start with %s", argv, binaryPath)
+	}
+	argv[0] = bin
+	i := slices.Index(argv, imageConfigPath)
+	if i < 0 {
+		t.Fatalf("image command %q does not load %s", argv, imageConfigPath)
+	}
+	argv[i] = cfg
+	return argv
+}
+
+// mapRunDir runs the Dockerfile's RUN that makes the run directory with
+// /var/run mapped to varRun, as root as the Dockerfile does, and returns the
+// directory it made.
+func mapRunDir(t *testing.T, img image, varRun string) string {
+	t.Helper()
+	r := runDirCommand(t, img)
+	dir := runDir(t)
+	if !strings.HasPrefix(dir, "/var/run/") {
+		t.Fatalf("run directory %s is not under /var/run", dir)
+	}
+	if err := os.MkdirAll(varRun, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mapped := filepath.Join(varRun, strings.TrimPrefix(dir, "/var/run/"))
+	command := strings.ReplaceAll(r.command, dir, mapped)
+	if out, err := exec.Command("/bin/sh", "-c", command).CombinedOutput(); err != nil {
+		t.Fatalf("RUN %s: %v\n%s", command, err, out)
+	}
+	return mapped
+}
+
+// process is hapsuper started by the test, its JSON log read line by line.
+type process struct {
+	cmd   *exec.Cmd
+	lines chan map[string]any
+	done  chan struct{}
+	code  int
+}
+
+func start(t *testing.T, argv, env []string, uid, gid int) *process {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %q: %v", argv, err)
+	}
+	p := &process{cmd: cmd, lines: make(chan map[string]any, 256), done: make(chan struct{})}
+	go p.read(t, stderr)
+	t.Cleanup(func() { p.kill(t) })
+	return p
+}
+
+// read forwards each JSON log line to p.lines, logs it, and reaps the
+// process at EOF.
+func (p *process) read(t *testing.T, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			m = map[string]any{"msg": "(not JSON) " + sc.Text()}
+		}
+		select {
+		case p.lines <- m:
+		default: // nobody waits for that many lines; keep reading
+		}
+	}
+	err := p.cmd.Wait()
+	p.code = p.cmd.ProcessState.ExitCode()
+	if err != nil && p.code < 0 {
+		p.code = -1
+	}
+	close(p.done)
+}
+
+// waitLog returns the next log line with message msg, failing after within.
+func (p *process) waitLog(t *testing.T, msg string, within time.Duration) map[string]any {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case m := <-p.lines:
+			t.Logf("hapsuper: %v %v", m["level"], m)
+			if m["msg"] == msg {
+				return m
+			}
+		case <-p.done:
+			t.Fatalf("hapsuper exited (%d) before logging %q", p.code, msg)
+		case <-deadline:
+			t.Fatalf("hapsuper did not log %q within %s", msg, within)
+		}
+	}
+}
+
+// wait returns the exit code, or an error after within.
+func (p *process) wait(within time.Duration) (int, error) {
+	deadline := time.After(within)
+	for {
+		select {
+		case <-p.lines:
+		case <-p.done:
+			return p.code, nil
+		case <-deadline:
+			return 0, fmt.Errorf("hapsuper did not exit within %s", within)
+		}
+	}
+}
+
+// kill ends what the test left running: SIGINT asks hapsuper for a hard
+// stop of HAProxy; after two seconds hapsuper and its group are killed.
+func (p *process) kill(t *testing.T) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(2 * time.Second):
+	}
+	t.Logf("hapsuper still running 2s after SIGINT: killing it")
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Second):
+		t.Errorf("hapsuper %d not reaped 2s after SIGKILL", p.cmd.Process.Pid)
+	}
+}
+
+func procUID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	t.Fatalf("no Uid line in /proc/%d/status", pid)
+	return -1
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func httpGet(t *testing.T, url string) int {
+	t.Helper()
+	// No keep-alive: an idle connection would hold the soft stop for
+	// timeout client under option idle-close-on-response.
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
