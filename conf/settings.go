@@ -142,6 +142,11 @@ func Parse(args []string, getenv func(string) string) (Settings, error) {
 			return Settings{}, fmt.Errorf("parse run arguments: nothing after --: give HAProxy's command, binary first, or drop the --")
 		}
 		s.HAProxy = slices.Clone(command)
+		if strings.HasPrefix(command[0], "-") {
+			// `docker run IMAGE -f x.cfg`: HAProxy's flags without the
+			// binary, which the official image's entrypoint also accepts.
+			s.HAProxy = append([]string{"haproxy"}, command...)
+		}
 	}
 	if sock, ok := scanArgv(s.HAProxy).masterSocket(); ok {
 		if src.set("master-socket") && s.MasterSocket != sock {
@@ -231,11 +236,11 @@ func (s Settings) LogValue() slog.Value { return slog.GroupValue(s.attrs()...) }
 
 func (s Settings) attrs() []slog.Attr {
 	return []slog.Attr{
-		slog.Duration("grace-period", s.GracePeriod),
-		slog.Duration("margin", s.Margin),
-		slog.Duration("max-wait", s.MaxWait),
-		slog.Duration("quiet-period", s.QuietPeriod),
-		slog.Duration("poll-interval", s.PollInterval),
+		slog.String("grace-period", s.GracePeriod.String()),
+		slog.String("margin", s.Margin.String()),
+		slog.String("max-wait", s.MaxWait.String()),
+		slog.String("quiet-period", s.QuietPeriod.String()),
+		slog.String("poll-interval", s.PollInterval.String()),
 		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
 		slog.String("master-socket", s.MasterSocket),
 		slog.String("status-socket", s.StatusSocket),

@@ -78,6 +78,8 @@ func TestParse(t *testing.T) {
 			func(s Settings) any { return []string{s.StatusSocket, s.OverrideFile, s.MasterSocket} }, []string{"/s", "/o.cfg", "/m"}},
 		{"haproxy command after --", []string{"--margin", "1s", "--", "/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"}, nil,
 			func(s Settings) any { return s.HAProxy }, []string{"/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"}},
+		{"haproxy flags without the binary, as in docker run IMAGE -f x.cfg", []string{"--", "-f", "/x.cfg"}, nil,
+			func(s Settings) any { return s.HAProxy }, []string{"haproxy", "-f", "/x.cfg"}},
 		{"user -S reused as master socket", []string{"--", "haproxy", "-S", "/run/x.sock,level,admin", "-f", "h.cfg"}, nil,
 			func(s Settings) any { return s.MasterSocket }, "/run/x.sock"},
 		{"user -S with unix@ prefix", []string{"--", "haproxy", "-S", "unix@/run/y.sock", "-f", "h.cfg"}, nil,

@@ -114,8 +114,8 @@ func TestImageCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	drain := p.waitLog(t, "drain started", 2*time.Second)
-	if drain["signal"] != sig.String() {
-		t.Errorf("drain started by %v, want %s", drain["signal"], sig)
+	if drain["signal"] != conf.SignalName(sig) {
+		t.Errorf("drain started by %v, want %s", drain["signal"], conf.SignalName(sig))
 	}
 	if code := httpGet(t, url); code != http.StatusOK { // listeners stay open while draining
 		t.Errorf("GET %s while draining: %d, want 200", url, code)
