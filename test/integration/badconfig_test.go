@@ -14,58 +14,58 @@ import (
 // an HAProxy binary that is missing or not executable exits 127 or 126, as
 // a shell would.
 func TestBadConfig_ExitsWithClearError(t *testing.T) {
-	requireRoot(t)
-	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		flags    []string
-		broken   bool   // HAProxy config with a syntax error
-		binary   string // "missing", "noexec" or "" for haproxy
-		wantCode int    // -1: any non-zero
-		wantText string // stderr must mention it
-	}{
-		{name: "GracePeriodNotADuration", flags: []string{"--grace-period=abc"}, wantCode: 2, wantText: "grace-period"},
-		{name: "QuietNotBelowMaxWait", flags: []string{"--grace-period", "12s", "--quiet-period", "5s", "--max-wait", "4s"}, wantCode: 2, wantText: "quiet"},
-		{name: "UnknownIgnoredFrontend", flags: []string{"--ignore-frontends", "probe,nosuchfrontend"}, wantCode: 2, wantText: "nosuchfrontend"},
-		{name: "HAProxyConfigSyntaxError", broken: true, wantCode: -1, wantText: "haproxy.cfg"},
-		{name: "HAProxyBinaryMissing", binary: "missing", wantCode: 127, wantText: "no-such-haproxy"},
-		{name: "HAProxyBinaryNotExecutable", binary: "noexec", wantCode: 126, wantText: "haproxy-noexec"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			cfg := newConfig(t, startBackend(t))
-			cfg.Broken = tc.broken
-			bin := haproxyBin
-			switch tc.binary {
-			case "missing":
-				bin = filepath.Join(dir, "no-such-haproxy")
-			case "noexec":
-				bin = filepath.Join(dir, "haproxy-noexec")
-				if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
-					t.Fatal(err)
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		for _, tc := range []struct {
+			name     string
+			flags    []string
+			broken   bool   // HAProxy config with a syntax error
+			binary   string // "missing", "noexec" or "" for haproxy
+			wantCode int    // -1: any non-zero
+			wantText string // stderr must mention it
+		}{
+			{name: "GracePeriodNotADuration", flags: []string{"--grace-period=abc"}, wantCode: 2, wantText: "grace-period"},
+			{name: "QuietNotBelowMaxWait", flags: []string{"--grace-period", "12s", "--quiet-period", "5s", "--max-wait", "4s"}, wantCode: 2, wantText: "quiet"},
+			{name: "UnknownIgnoredFrontend", flags: []string{"--ignore-frontends", "probe,nosuchfrontend"}, wantCode: 2, wantText: "nosuchfrontend"},
+			{name: "HAProxyConfigSyntaxError", broken: true, wantCode: -1, wantText: "haproxy.cfg"},
+			{name: "HAProxyBinaryMissing", binary: "missing", wantCode: 127, wantText: "no-such-haproxy"},
+			{name: "HAProxyBinaryNotExecutable", binary: "noexec", wantCode: 126, wantText: "haproxy-noexec"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				cfg := newConfig(t, startBackend(t))
+				cfg.Broken = tc.broken
+				bin := h.command(t, dir)
+				switch tc.binary {
+				case "missing":
+					bin = filepath.Join(dir, "no-such-haproxy")
+				case "noexec":
+					bin = filepath.Join(dir, "haproxy-noexec")
+					if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			s := startCommand(t, dir, nil, supervisorArgs(dir, tc.flags, bin, "-f", cfg.write(t, dir)))
-			code, exitAt := s.waitExit(10 * time.Second)
-			out := s.stderr()
-			t.Logf("exit %d after %s; output:\n%s", code, exitAt.Sub(s.started), out)
+				s := startCommand(t, dir, nil, supervisorArgs(dir, tc.flags, bin, "-f", cfg.write(t, dir)))
+				code, exitAt := s.waitExit(10 * time.Second)
+				out := s.stderr()
+				t.Logf("exit %d after %s; output:\n%s", code, exitAt.Sub(s.started), out)
 
-			switch {
-			case tc.wantCode == -1 && code == 0:
-				t.Errorf("exit code 0, want non-zero")
-			case tc.wantCode != -1 && code != tc.wantCode:
-				t.Errorf("exit code %d, want %d", code, tc.wantCode)
-			}
-			if !strings.Contains(out, tc.wantText) {
-				t.Errorf("the error does not mention %q", tc.wantText)
-			}
-			if tc.wantCode == 2 {
-				if _, ok := s.findLog("haproxy ready"); ok {
-					t.Error("HAProxy was started despite a settings error")
+				switch {
+				case tc.wantCode == -1 && code == 0:
+					t.Errorf("exit code 0, want non-zero")
+				case tc.wantCode != -1 && code != tc.wantCode:
+					t.Errorf("exit code %d, want %d", code, tc.wantCode)
 				}
-			}
-			checkNoHAProxyLeft(t, dir)
-		})
-	}
+				if !strings.Contains(out, tc.wantText) {
+					t.Errorf("the error does not mention %q", tc.wantText)
+				}
+				if tc.wantCode == 2 {
+					if _, ok := s.findLog("haproxy ready"); ok {
+						t.Error("HAProxy was started despite a settings error")
+					}
+				}
+				checkNoHAProxyLeft(t, dir)
+			})
+		}
+	})
 }

@@ -57,42 +57,42 @@ func checkNoHAProxyLeft(t *testing.T, dir string) {
 // which nothing fails; once the clients stop, the drain ends quiet one quiet
 // period later, and hapsuper exits 0.
 func TestDrain_ContinuousClients_QuietAfterLastRequest(t *testing.T) {
-	requireRoot(t)
-	t.Parallel()
-	dir := t.TempDir()
-	cfg := newConfig(t, startBackend(t))
-	s := startSupervisor(t, dir, cfg.write(t, dir), fastFlags...)
-	s.waitReady(cfg.webAddr())
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
+		s.waitReady(cfg.webAddr())
 
-	cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-	ka := startKeepAlive(t, cfg.webAddr(), 100*time.Millisecond, 30*time.Second)
-	time.Sleep(time.Second)
-	term := s.signal(syscall.SIGTERM)
-	started := s.waitLog("drain started", 2*time.Second)
-	time.Sleep(1500 * time.Millisecond)
-	cont.stop()
-	ka.stop()
-	ended := s.waitLog("drain ended", 10*time.Second)
-	soft := s.waitLog("soft stop", 2*time.Second)
-	code, exitAt := s.waitExit(10 * time.Second)
-	t.Log(cont.rec.summary())
-	t.Log(ka.rec.summary())
-	t.Logf("drain started %s after SIGTERM, ended after %s, soft stop after %s, exit %d after %s",
-		started.at.Sub(term), ended.at.Sub(term), soft.at.Sub(term), code, exitAt.Sub(term))
+		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
+		ka := startKeepAlive(t, cfg.webAddr(), 100*time.Millisecond, 30*time.Second)
+		time.Sleep(time.Second)
+		term := s.signal(syscall.SIGTERM)
+		started := s.waitLog("drain started", 2*time.Second)
+		time.Sleep(1500 * time.Millisecond)
+		cont.stop()
+		ka.stop()
+		ended := s.waitLog("drain ended", 10*time.Second)
+		soft := s.waitLog("soft stop", 2*time.Second)
+		code, exitAt := s.waitExit(10 * time.Second)
+		t.Log(cont.rec.summary())
+		t.Log(ka.rec.summary())
+		t.Logf("drain started %s after SIGTERM, ended after %s, soft stop after %s, exit %d after %s",
+			started.at.Sub(term), ended.at.Sub(term), soft.at.Sub(term), code, exitAt.Sub(term))
 
-	for _, r := range []*recorder{cont.rec, ka.rec} {
-		if len(r.all()) < 10 {
-			t.Errorf("%s: too few requests to mean anything", r.summary())
+		for _, r := range []*recorder{cont.rec, ka.rec} {
+			if len(r.all()) < 10 {
+				t.Errorf("%s: too few requests to mean anything", r.summary())
+			}
+			if bad := r.where(func(o outcome) bool { return o.start.Before(soft.at) && o.kind != kindOK }); len(bad) > 0 {
+				t.Errorf("%s: %d requests started before the soft stop failed:%s", r.name, len(bad), describe(bad, 5))
+			}
 		}
-		if bad := r.where(func(o outcome) bool { return o.start.Before(soft.at) && o.kind != kindOK }); len(bad) > 0 {
-			t.Errorf("%s: %d requests started before the soft stop failed:%s", r.name, len(bad), describe(bad, 5))
+		checkQuietEnd(t, ended, latest(cont.rec.lastStart(), ka.rec.lastStart()))
+		if code != 0 {
+			t.Errorf("exit code %d after a clean drain, want 0", code)
 		}
-	}
-	checkQuietEnd(t, ended, latest(cont.rec.lastStart(), ka.rec.lastStart()))
-	if code != 0 {
-		t.Errorf("exit code %d after a clean drain, want 0", code)
-	}
-	checkNoHAProxyLeft(t, dir)
+		checkNoHAProxyLeft(t, dir)
+	})
 }
 
 // TestDrain_PausingClient_EndsQuietDuringPause documents the limit of a
@@ -100,74 +100,74 @@ func TestDrain_ContinuousClients_QuietAfterLastRequest(t *testing.T) {
 // the drain during its pause. Until then the listeners accept; after the
 // soft stop they refuse.
 func TestDrain_PausingClient_EndsQuietDuringPause(t *testing.T) {
-	requireRoot(t)
-	t.Parallel()
-	dir := t.TempDir()
-	cfg := newConfig(t, startBackend(t))
-	s := startSupervisor(t, dir, cfg.write(t, dir), fastFlags...)
-	s.waitReady(cfg.webAddr())
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
+		s.waitReady(cfg.webAddr())
 
-	p := startPausing(t, cfg.webAddr(), 20*time.Millisecond, time.Second, 3*time.Second, 10*time.Second)
-	time.Sleep(500 * time.Millisecond)
-	term := s.signal(syscall.SIGTERM)
-	for end := time.Now().Add(3 * time.Second); p.pauses().IsZero() && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	pauseStart := p.pauses()
-	if pauseStart.IsZero() {
-		t.Fatal("the pausing client did not pause")
-	}
-	ended := s.waitLog("drain ended", 6*time.Second)
-	soft := s.waitLog("soft stop", 2*time.Second)
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, pe := p.pauseWindow(); !pe.IsZero() && time.Since(pe) > time.Second {
-			break
+		p := startPausing(t, cfg.webAddr(), 20*time.Millisecond, time.Second, 3*time.Second, 10*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		term := s.signal(syscall.SIGTERM)
+		for end := time.Now().Add(3 * time.Second); p.pauses().IsZero() && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
 		}
-	}
-	p.stop()
-	code, exitAt := s.waitExit(10 * time.Second)
-	_, pauseEnd := p.pauseWindow()
-	t.Log(p.rec.summary())
-	t.Logf("SIGTERM at +0; pause %s..%s; drain ended %s (%s); soft stop %s; exit %d at %s",
-		pauseStart.Sub(term), pauseEnd.Sub(term), ended.at.Sub(term), ended.str("reason"),
-		soft.at.Sub(term), code, exitAt.Sub(term))
+		pauseStart := p.pauses()
+		if pauseStart.IsZero() {
+			t.Fatal("the pausing client did not pause")
+		}
+		ended := s.waitLog("drain ended", 6*time.Second)
+		soft := s.waitLog("soft stop", 2*time.Second)
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if _, pe := p.pauseWindow(); !pe.IsZero() && time.Since(pe) > time.Second {
+				break
+			}
+		}
+		p.stop()
+		code, exitAt := s.waitExit(10 * time.Second)
+		_, pauseEnd := p.pauseWindow()
+		t.Log(p.rec.summary())
+		t.Logf("SIGTERM at +0; pause %s..%s; drain ended %s (%s); soft stop %s; exit %d at %s",
+			pauseStart.Sub(term), pauseEnd.Sub(term), ended.at.Sub(term), ended.str("reason"),
+			soft.at.Sub(term), code, exitAt.Sub(term))
 
-	// No extra probe connection here: a bare connection counts as activity
-	// and would move the quiet end; the client's own requests between the
-	// SIGTERM and the pause are the connection attempts during the drain.
-	during := p.rec.where(func(o outcome) bool { return o.start.After(term) && o.start.Before(ended.at) })
-	if len(during) == 0 {
-		t.Error("no connection attempt between the SIGTERM and the end of the drain")
-	}
-	for _, o := range during {
-		if o.kind != kindOK {
-			t.Errorf("connection attempt during the drain failed: %v", o)
-			break
+		// No extra probe connection here: a bare connection counts as activity
+		// and would move the quiet end; the client's own requests between the
+		// SIGTERM and the pause are the connection attempts during the drain.
+		during := p.rec.where(func(o outcome) bool { return o.start.After(term) && o.start.Before(ended.at) })
+		if len(during) == 0 {
+			t.Error("no connection attempt between the SIGTERM and the end of the drain")
 		}
-	}
-	if pauseEnd.IsZero() || !ended.at.After(pauseStart) || !ended.at.Before(pauseEnd) {
-		t.Errorf("drain ended at %s, outside the pause %s..%s", ended.at.Sub(term), pauseStart.Sub(term), pauseEnd.Sub(term))
-	}
-	before := p.rec.where(func(o outcome) bool { return o.start.Before(pauseStart) })
-	checkQuietEnd(t, ended, before[len(before)-1].start)
-	if bad := p.rec.where(func(o outcome) bool { return o.start.Before(soft.at) && o.kind != kindOK }); len(bad) > 0 {
-		t.Errorf("%d requests before the soft stop failed:%s", len(bad), describe(bad, 5))
-	}
-	after := p.rec.where(func(o outcome) bool { return o.start.After(soft.at.Add(100 * time.Millisecond)) })
-	if len(after) == 0 {
-		t.Error("no request after the soft stop: the pause was too long for the test")
-	}
-	if bad := p.rec.where(func(o outcome) bool { return o.kind != kindOK && o.kind != kindRefused }); len(bad) > 0 {
-		t.Errorf("%d requests failed otherwise than refused:%s", len(bad), describe(bad, 5))
-	}
-	for _, o := range after {
-		if o.kind != kindRefused {
-			t.Errorf("request after the soft stop, listener should be closed: %v", o)
-			break
+		for _, o := range during {
+			if o.kind != kindOK {
+				t.Errorf("connection attempt during the drain failed: %v", o)
+				break
+			}
 		}
-	}
-	if code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	checkNoHAProxyLeft(t, dir)
+		if pauseEnd.IsZero() || !ended.at.After(pauseStart) || !ended.at.Before(pauseEnd) {
+			t.Errorf("drain ended at %s, outside the pause %s..%s", ended.at.Sub(term), pauseStart.Sub(term), pauseEnd.Sub(term))
+		}
+		before := p.rec.where(func(o outcome) bool { return o.start.Before(pauseStart) })
+		checkQuietEnd(t, ended, before[len(before)-1].start)
+		if bad := p.rec.where(func(o outcome) bool { return o.start.Before(soft.at) && o.kind != kindOK }); len(bad) > 0 {
+			t.Errorf("%d requests before the soft stop failed:%s", len(bad), describe(bad, 5))
+		}
+		after := p.rec.where(func(o outcome) bool { return o.start.After(soft.at.Add(100 * time.Millisecond)) })
+		if len(after) == 0 {
+			t.Error("no request after the soft stop: the pause was too long for the test")
+		}
+		if bad := p.rec.where(func(o outcome) bool { return o.kind != kindOK && o.kind != kindRefused }); len(bad) > 0 {
+			t.Errorf("%d requests failed otherwise than refused:%s", len(bad), describe(bad, 5))
+		}
+		for _, o := range after {
+			if o.kind != kindRefused {
+				t.Errorf("request after the soft stop, listener should be closed: %v", o)
+				break
+			}
+		}
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+		checkNoHAProxyLeft(t, dir)
+	})
 }

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// haproxyBin is the HAProxy 2.6 binary every test supervises.
+// haproxyBin is the path of HAProxy: on the host (2.6) and inside the trixie
+// root (3.0).
 const haproxyBin = "/usr/sbin/haproxy"
 
 // backend is the in-test origin server behind HAProxy: "/" answers 200 at

@@ -14,87 +14,87 @@ import (
 // cut, and the only failures it may see are refused NEW connections after
 // the soft stop closed the listener.
 func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
-	requireRoot(t)
-	t.Parallel()
-	const grace, margin = 9 * time.Second, 2 * time.Second
-	maxWait := (grace - margin) * 2 / 3
-	dir := t.TempDir()
-	cfg := newConfig(t, startBackend(t))
-	s := startSupervisor(t, dir, cfg.write(t, dir),
-		"--grace-period", grace.String(), "--margin", margin.String(),
-		"--quiet-period", "1s", "--poll-interval", "100ms")
-	s.waitReady(cfg.webAddr())
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		const grace, margin = 9 * time.Second, 2 * time.Second
+		maxWait := (grace - margin) * 2 / 3
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		s := startSupervisor(t, h, dir, cfg.write(t, dir),
+			"--grace-period", grace.String(), "--margin", margin.String(),
+			"--quiet-period", "1s", "--poll-interval", "100ms")
+		s.waitReady(cfg.webAddr())
 
-	ka := startKeepAlive(t, cfg.webAddr(), 200*time.Millisecond, 20*time.Second)
-	time.Sleep(600 * time.Millisecond)
-	term := s.signal(syscall.SIGTERM)
-	ended := s.waitLog("drain ended", maxWait+3*time.Second)
-	soft := s.waitLog("soft stop", 2*time.Second)
-	code, exitAt := s.waitExit(grace)
-	ka.stop()
-	refusedAfter := ka.rec.where(func(o outcome) bool { return o.kind == kindRefused && o.start.After(soft.at) })
-	t.Log(ka.rec.summary())
-	t.Logf("drain ended %s after SIGTERM (%s, max wait %s); soft stop %s; exit %d after %s; %d refused new connections after the soft stop",
-		ended.at.Sub(term), ended.str("reason"), maxWait, soft.at.Sub(term), code, exitAt.Sub(term), len(refusedAfter))
+		ka := startKeepAlive(t, cfg.webAddr(), 200*time.Millisecond, 20*time.Second)
+		time.Sleep(600 * time.Millisecond)
+		term := s.signal(syscall.SIGTERM)
+		ended := s.waitLog("drain ended", maxWait+3*time.Second)
+		soft := s.waitLog("soft stop", 2*time.Second)
+		code, exitAt := s.waitExit(grace)
+		ka.stop()
+		refusedAfter := ka.rec.where(func(o outcome) bool { return o.kind == kindRefused && o.start.After(soft.at) })
+		t.Log(ka.rec.summary())
+		t.Logf("drain ended %s after SIGTERM (%s, max wait %s); soft stop %s; exit %d after %s; %d refused new connections after the soft stop",
+			ended.at.Sub(term), ended.str("reason"), maxWait, soft.at.Sub(term), code, exitAt.Sub(term), len(refusedAfter))
 
-	for _, l := range s.logs() {
-		if l.msg == "config warning" && strings.Contains(l.str("warning"), "idle-close-on-response") {
-			t.Errorf("config warning about idle-close-on-response although it is set: %s", l.raw)
+		for _, l := range s.logs() {
+			if l.msg == "config warning" && strings.Contains(l.str("warning"), "idle-close-on-response") {
+				t.Errorf("config warning about idle-close-on-response although it is set: %s", l.raw)
+			}
 		}
-	}
-	if r := ended.str("reason"); r != "bound" {
-		t.Errorf("drain ended with reason %q under a client sending every 200 ms, want bound", r)
-	}
-	if d := ended.at.Sub(term); d < maxWait-pollInterval || d > maxWait+2*pollInterval+schedTolerance {
-		t.Errorf("drain ended %s after SIGTERM, want max wait %s (2/3 of grace − margin)", d, maxWait)
-	}
-	if bad := ka.rec.where(func(o outcome) bool {
-		return o.kind != kindOK && !(o.kind == kindRefused && o.start.After(soft.at))
-	}); len(bad) > 0 {
-		t.Errorf("%d keep-alive requests failed (other than a refused new connection after the soft stop):%s", len(bad), describe(bad, 10))
-	}
-	closed := ka.rec.where(func(o outcome) bool {
-		return o.kind == kindOK && o.connClose && o.reused && o.end.After(soft.at)
+		if r := ended.str("reason"); r != "bound" {
+			t.Errorf("drain ended with reason %q under a client sending every 200 ms, want bound", r)
+		}
+		if d := ended.at.Sub(term); d < maxWait-pollInterval || d > maxWait+2*pollInterval+schedTolerance {
+			t.Errorf("drain ended %s after SIGTERM, want max wait %s (2/3 of grace − margin)", d, maxWait)
+		}
+		if bad := ka.rec.where(func(o outcome) bool {
+			return o.kind != kindOK && !(o.kind == kindRefused && o.start.After(soft.at))
+		}); len(bad) > 0 {
+			t.Errorf("%d keep-alive requests failed (other than a refused new connection after the soft stop):%s", len(bad), describe(bad, 10))
+		}
+		closed := ka.rec.where(func(o outcome) bool {
+			return o.kind == kindOK && o.connClose && o.reused && o.end.After(soft.at)
+		})
+		if len(closed) == 0 {
+			t.Error("no reply with Connection: close on the reused connection after the soft stop")
+		}
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+		checkNoHAProxyLeft(t, dir)
 	})
-	if len(closed) == 0 {
-		t.Error("no reply with Connection: close on the reused connection after the soft stop")
-	}
-	if code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	checkNoHAProxyLeft(t, dir)
 }
 
 // TestKeepAlive_WithoutIdleCloseOnResponse_Warns: a config without the
 // option gets a "config warning" at start naming it.
 func TestKeepAlive_WithoutIdleCloseOnResponse_Warns(t *testing.T) {
-	requireRoot(t)
-	t.Parallel()
-	dir := t.TempDir()
-	cfg := newConfig(t, startBackend(t))
-	cfg.IdleClose = false
-	s := startSupervisor(t, dir, cfg.write(t, dir), fastFlags...)
-	s.waitReady(cfg.webAddr())
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		cfg.IdleClose = false
+		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
+		s.waitReady(cfg.webAddr())
 
-	var warnings []string
-	for _, l := range s.logs() {
-		if l.msg == "config warning" {
-			warnings = append(warnings, l.str("warning"))
+		var warnings []string
+		for _, l := range s.logs() {
+			if l.msg == "config warning" {
+				warnings = append(warnings, l.str("warning"))
+			}
 		}
-	}
-	t.Logf("config warnings: %q", warnings)
-	found := false
-	for _, w := range warnings {
-		found = found || strings.Contains(w, "idle-close-on-response")
-	}
-	if !found {
-		t.Error("no config warning mentioning idle-close-on-response")
-	}
-	term := s.signal(syscall.SIGTERM)
-	code, exitAt := s.waitExit(10 * time.Second)
-	t.Logf("exit %d after %s", code, exitAt.Sub(term))
-	if code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	checkNoHAProxyLeft(t, dir)
+		t.Logf("config warnings: %q", warnings)
+		found := false
+		for _, w := range warnings {
+			found = found || strings.Contains(w, "idle-close-on-response")
+		}
+		if !found {
+			t.Error("no config warning mentioning idle-close-on-response")
+		}
+		term := s.signal(syscall.SIGTERM)
+		code, exitAt := s.waitExit(10 * time.Second)
+		t.Logf("exit %d after %s", code, exitAt.Sub(term))
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+		checkNoHAProxyLeft(t, dir)
+	})
 }

@@ -1,6 +1,7 @@
 // Package integration is the black-box suite of hapsuper: it builds the real
-// binary, runs it as the supervisor of a real HAProxy 2.6 in front of an
-// in-test origin server, drives clients through it and signals it, and
+// binary, runs it as the supervisor of a real HAProxy in front of an
+// in-test origin server (every test once per HAProxy version: the host's 2.6
+// and Debian trixie's 3.0, see versions_test.go), drives clients through it and signals it, and
 // asserts what the clients saw (ok, refused, reset, 5xx, timeout) and what
 // the process did (exit code, time to exit, log lines, zombies, leftovers).
 //
@@ -8,7 +9,9 @@
 // every wait in it is bounded. It needs root (PID namespaces, signalling
 // HAProxy's workers); without root every test skips and says so.
 //
-// Run: go test ./test/integration/ -count=1 -v -timeout 15m
+// Run: go test ./test/integration/ -count=1 -v -timeout 20m
+// (HAProxy 3.0 needs `bash hack/haproxy-trixie.sh` first; CI=true makes its
+// absence a failure.)
 package integration
 
 import (
@@ -40,7 +43,15 @@ func runMain(m *testing.M) int {
 	default:
 		if _, err := os.Stat(haproxyBin); err != nil {
 			skipReason = fmt.Sprintf("HAProxy not installed at %s (apt-get install haproxy): %v", haproxyBin, err)
+		} else if err := discoverVersions(); err != nil {
+			skipReason = fmt.Sprintf("the host's HAProxy does not run: %v", err)
 		}
+	}
+	for _, h := range versions {
+		fmt.Fprintf(os.Stderr, "integration: haproxy-%s: %s\n", h.name, h.line)
+	}
+	if missingVersion != "" {
+		fmt.Fprintf(os.Stderr, "integration: %s\n", missingVersion)
 	}
 	tmp, err := os.MkdirTemp("", "hapsuper-integration-")
 	if err != nil {

@@ -65,13 +65,13 @@ type bareHAProxy struct {
 	exitAt time.Time
 }
 
-// startBare runs HAProxy with cfg and waits until its master CLI answers
+// startBare runs HAProxy h with cfg and waits until its master CLI answers
 // and addr accepts connections.
-func startBare(t *testing.T, dir, cfg, addr string) *bareHAProxy {
+func startBare(t *testing.T, h haproxyVersion, dir, cfg, addr string) *bareHAProxy {
 	t.Helper()
 	sock := filepath.Join(dir, "bare-master.sock")
 	b := &bareHAProxy{sock: sock, done: make(chan struct{})}
-	b.cmd = exec.Command(haproxyBin, "-W", "-db", "-S", sock+",mode,600,level,admin", "-f", cfg)
+	b.cmd = exec.Command(h.command(t, dir), "-W", "-db", "-S", sock+",mode,600,level,admin", "-f", cfg)
 	logf, err := os.Create(filepath.Join(dir, "bare-haproxy.log"))
 	if err != nil {
 		t.Fatalf("create the HAProxy log: %v", err)
@@ -95,6 +95,7 @@ func startBare(t *testing.T, dir, cfg, addr string) *bareHAProxy {
 	for end := time.Now().Add(5 * time.Second); ; {
 		if out, err := masterCommand(sock, "show proc"); err == nil {
 			if cur, _ := showProcWorkers(out); len(cur) > 0 {
+				checkMaster(t, h, out, b.cmd.Process.Pid)
 				return b
 			}
 		}
@@ -104,6 +105,27 @@ func startBare(t *testing.T, dir, cfg, addr string) *bareHAProxy {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// checkMaster asserts that the master `show proc` lists is the process the
+// test started (the wrapper of a version in a root must exec, not fork) and
+// runs version h.
+func checkMaster(t *testing.T, h haproxyVersion, showProc string, pid int) {
+	t.Helper()
+	for _, line := range strings.Split(showProc, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != "master" {
+			continue
+		}
+		if f[0] != strconv.Itoa(pid) {
+			t.Errorf("show proc lists master %s, but the test started pid %d", f[0], pid)
+		}
+		if v := f[len(f)-1]; !strings.HasPrefix(v, h.name+".") {
+			t.Errorf("show proc says the master runs %s, want %s", v, h.name)
+		}
+		return
+	}
+	t.Errorf("show proc lists no master: %q", showProc)
 }
 
 // signal sends sig to the master.

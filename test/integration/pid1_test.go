@@ -16,7 +16,7 @@ const orphans = 200
 // writeOrphanWrapper writes a script that hapsuper runs as "haproxy": it
 // leaves orphans (each subshell backgrounds a `sleep 2` and exits, so the
 // sleep loses its parent) and then execs HAProxy with its arguments.
-func writeOrphanWrapper(t *testing.T, dir string) string {
+func writeOrphanWrapper(t *testing.T, h haproxyVersion, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "haproxy-with-orphans.sh")
 	script := fmt.Sprintf(`#!/bin/sh
@@ -26,7 +26,7 @@ while [ $i -lt %d ]; do
   i=$((i+1))
 done
 exec %s "$@"
-`, orphans, haproxyBin)
+`, orphans, h.command(t, dir))
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatalf("write the orphan wrapper: %v", err)
 	}
@@ -69,70 +69,70 @@ func checkReaped(t *testing.T, pid int) {
 // a container) hapsuper inherits every orphan and reaps them all, then
 // stops cleanly.
 func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
-	requireRoot(t)
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare (util-linux) not installed")
-	}
-	t.Parallel()
-	dir := t.TempDir()
-	cfg := newConfig(t, startBackend(t))
-	wrapper := writeOrphanWrapper(t, dir)
-	args := supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir))
-	s := startCommand(t, dir, []string{"unshare", "--pid", "--fork", "--mount-proc"}, args)
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Skip("unshare (util-linux) not installed")
+		}
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		wrapper := writeOrphanWrapper(t, h, dir)
+		args := supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir))
+		s := startCommand(t, dir, []string{"unshare", "--pid", "--fork", "--mount-proc"}, args)
 
-	var hpid int
-	for end := time.Now().Add(5 * time.Second); hpid == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		for _, p := range childrenOf(s.pid) {
-			if p.comm == "hapsuper" {
-				hpid = p.pid
+		var hpid int
+		for end := time.Now().Add(5 * time.Second); hpid == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			for _, p := range childrenOf(s.pid) {
+				if p.comm == "hapsuper" {
+					hpid = p.pid
+				}
 			}
 		}
-	}
-	if hpid == 0 {
-		t.Fatalf("no hapsuper child of unshare (pid %d)", s.pid)
-	}
-	most := watchOrphans(hpid, 10*time.Second)
-	s.waitReady(cfg.webAddr())
-	t.Logf("hapsuper is pid %d on the host; at most %d of %d orphan sleeps were its children at once", hpid, most, orphans)
-	if most < orphans/4 {
-		t.Errorf("hapsuper inherited at most %d orphans at once: the test did not make enough", most)
-	}
-	checkReaped(t, hpid)
+		if hpid == 0 {
+			t.Fatalf("no hapsuper child of unshare (pid %d)", s.pid)
+		}
+		most := watchOrphans(hpid, 10*time.Second)
+		s.waitReady(cfg.webAddr())
+		t.Logf("hapsuper is pid %d on the host; at most %d of %d orphan sleeps were its children at once", hpid, most, orphans)
+		if most < orphans/4 {
+			t.Errorf("hapsuper inherited at most %d orphans at once: the test did not make enough", most)
+		}
+		checkReaped(t, hpid)
 
-	term := time.Now()
-	if err := syscall.Kill(hpid, syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM hapsuper (host pid %d): %v", hpid, err)
-	}
-	code, exitAt := s.waitExit(10 * time.Second)
-	t.Logf("exit %d after %s", code, exitAt.Sub(term))
-	if code != 0 {
-		t.Errorf("exit code %d (through unshare), want 0", code)
-	}
-	checkNoHAProxyLeft(t, dir)
+		term := time.Now()
+		if err := syscall.Kill(hpid, syscall.SIGTERM); err != nil {
+			t.Fatalf("SIGTERM hapsuper (host pid %d): %v", hpid, err)
+		}
+		code, exitAt := s.waitExit(10 * time.Second)
+		t.Logf("exit %d after %s", code, exitAt.Sub(term))
+		if code != 0 {
+			t.Errorf("exit code %d (through unshare), want 0", code)
+		}
+		checkNoHAProxyLeft(t, dir)
+	})
 }
 
 // TestPID1_SubreaperReapsOrphansOutsideNamespace: not PID 1, hapsuper is
 // still its children's subreaper, so HAProxy's orphans come to it and are
 // reaped.
 func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
-	requireRoot(t)
-	t.Parallel()
-	dir := t.TempDir()
-	cfg := newConfig(t, startBackend(t))
-	wrapper := writeOrphanWrapper(t, dir)
-	s := startCommand(t, dir, nil, supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir)))
-	most := watchOrphans(s.pid, 10*time.Second)
-	s.waitReady(cfg.webAddr())
-	t.Logf("at most %d of %d orphan sleeps were hapsuper's children at once", most, orphans)
-	if most < orphans/4 {
-		t.Errorf("hapsuper inherited at most %d orphans at once: it is not a subreaper", most)
-	}
-	checkReaped(t, s.pid)
-	term := s.signal(syscall.SIGTERM)
-	code, exitAt := s.waitExit(10 * time.Second)
-	t.Logf("exit %d after %s", code, exitAt.Sub(term))
-	if code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	checkNoHAProxyLeft(t, dir)
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		wrapper := writeOrphanWrapper(t, h, dir)
+		s := startCommand(t, dir, nil, supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir)))
+		most := watchOrphans(s.pid, 10*time.Second)
+		s.waitReady(cfg.webAddr())
+		t.Logf("at most %d of %d orphan sleeps were hapsuper's children at once", most, orphans)
+		if most < orphans/4 {
+			t.Errorf("hapsuper inherited at most %d orphans at once: it is not a subreaper", most)
+		}
+		checkReaped(t, s.pid)
+		term := s.signal(syscall.SIGTERM)
+		code, exitAt := s.waitExit(10 * time.Second)
+		t.Logf("exit %d after %s", code, exitAt.Sub(term))
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+		checkNoHAProxyLeft(t, dir)
+	})
 }

@@ -74,11 +74,11 @@ func supervisorArgs(dir string, extra []string, haproxyArgv ...string) []string 
 // fastFlags are the drain timings most tests use.
 var fastFlags = []string{"--grace-period", "10s", "--quiet-period", "1s", "--poll-interval", "100ms", "--margin", "2s"}
 
-// startSupervisor runs hapsuper over HAProxy with cfg (argv: haproxy -f cfg)
+// startSupervisor runs hapsuper over HAProxy h with cfg (argv: haproxy -f cfg)
 // and stops it, and whatever it left, when the test ends.
-func startSupervisor(t *testing.T, dir, cfg string, flags ...string) *supervisor {
+func startSupervisor(t *testing.T, h haproxyVersion, dir, cfg string, flags ...string) *supervisor {
 	t.Helper()
-	return startCommand(t, dir, nil, supervisorArgs(dir, flags, haproxyBin, "-f", cfg))
+	return startCommand(t, dir, nil, supervisorArgs(dir, flags, h.command(t, dir), "-f", cfg))
 }
 
 // startCommand runs prefix + hapsuper + args (prefix is a wrapper such as
