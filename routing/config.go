@@ -1,0 +1,134 @@
+package routing
+
+import (
+	"fmt"
+	"time"
+)
+
+// Mode is how much of the routing the observer watches.
+type Mode string
+
+// The modes.
+const (
+	// ModeOff observes nothing: the quiet period alone ends a drain.
+	ModeOff Mode = "off"
+	// ModeEndpointSlices watches EndpointSlices and Services: withdrawn means
+	// withdrawn in the API. Needs a namespace Role: list/watch endpointslices
+	// and services, get/list/watch pods.
+	ModeEndpointSlices Mode = "endpointslices"
+	// ModeKubeProxy adds the confirmation by every node's kube-proxy healthz.
+	// Needs a ClusterRole with list on nodes and egress to the nodes' healthz
+	// port.
+	ModeKubeProxy Mode = "kube-proxy"
+)
+
+// Defaults of Config; a zero field takes its default.
+const (
+	DefaultHealthzPort    = 10256 // kube-proxy's healthzBindAddress port
+	DefaultMinSyncPeriod  = time.Second
+	DefaultSyncAllowance  = 250 * time.Millisecond
+	DefaultWatchLag       = 100 * time.Millisecond
+	DefaultConcurrency    = 32
+	DefaultRequestTimeout = time.Second
+	DefaultPollInterval   = 500 * time.Millisecond
+)
+
+// Config is the observer's settings. The three durations of the confirmation
+// rule (MinSyncPeriod, SyncAllowance, WatchLag) are explained in the package
+// comment with the measurements behind their defaults.
+type Config struct {
+	Mode     Mode
+	Identity Identity
+
+	// HealthzPort is kube-proxy's healthz port on every node.
+	HealthzPort int
+
+	// MinSyncPeriod is kube-proxy's --min-sync-period (iptables/nftables
+	// minSyncPeriod), which cannot be observed: it must be at least the
+	// cluster's value, or an ambiguous sync may be confirmed before the sync
+	// that carries the change. Default 1s, kube-proxy's default.
+	MinSyncPeriod time.Duration
+
+	// SyncAllowance (D) bounds how late kube-proxy may receive a change after
+	// us plus how long one of its syncs takes. A sync that completed at least
+	// this long after we received the change started after kube-proxy had
+	// it. Measured: handler skew -3…+2 ms, nftables syncs 15–40 ms (small
+	// cluster, 2 cores). Default 250 ms; raise it to kube-proxy's p99
+	// sync_proxy_rules_duration_seconds where syncs are slower (iptables mode
+	// with thousands of Services). A larger value only delays confirmation.
+	SyncAllowance time.Duration
+
+	// WatchLag is how much earlier than us kube-proxy may receive a change. A
+	// sync that completed up to this long before we received the change is
+	// ambiguous (resolved by waiting) rather than "no sync since the change".
+	// Measured: a starved informer lagged kube-proxy by 3.5–60 ms. Default
+	// 100 ms. A negative value turns the lagging-watcher fallback off (such
+	// drains run to the bound). WatchLag + SyncAllowance must not exceed
+	// MinSyncPeriod.
+	WatchLag time.Duration
+
+	// Concurrency bounds the healthz requests in flight.
+	Concurrency int
+	// RequestTimeout bounds one healthz request, connection included.
+	RequestTimeout time.Duration
+	// PollInterval is the pause between two rounds of healthz requests.
+	PollInterval time.Duration
+}
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = ModeOff
+	}
+	if c.HealthzPort == 0 {
+		c.HealthzPort = DefaultHealthzPort
+	}
+	if c.MinSyncPeriod == 0 {
+		c.MinSyncPeriod = DefaultMinSyncPeriod
+	}
+	if c.SyncAllowance == 0 {
+		c.SyncAllowance = DefaultSyncAllowance
+	}
+	if c.WatchLag == 0 {
+		c.WatchLag = DefaultWatchLag
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	return c
+}
+
+// validate checks a Config that went through withDefaults.
+func (c Config) validate() error {
+	switch c.Mode {
+	case ModeOff:
+		return nil
+	case ModeEndpointSlices, ModeKubeProxy:
+	default:
+		return fmt.Errorf("check routing config: unknown mode %q: use off, endpointslices or kube-proxy", c.Mode)
+	}
+	if err := c.Identity.validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.HealthzPort < 1 || c.HealthzPort > 65535:
+		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
+	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0:
+		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
+	case c.Concurrency < 1:
+		return fmt.Errorf("check routing config: concurrency %d: must be at least 1", c.Concurrency)
+	case c.lag()+c.SyncAllowance > c.MinSyncPeriod:
+		return fmt.Errorf("check routing config: watch lag %v + sync allowance %v exceed min sync period %v: the ambiguous-sync rule needs them within it",
+			c.lag(), c.SyncAllowance, c.MinSyncPeriod)
+	}
+	return nil
+}
+
+// lag is the effective WatchLag: a negative setting means none.
+func (c Config) lag() time.Duration { return max(c.WatchLag, 0) }

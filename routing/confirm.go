@@ -1,0 +1,133 @@
+package routing
+
+import (
+	"fmt"
+	"time"
+
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// nodeVerdict is one node's answer to "does your kube-proxy route new
+// connections to this pod?", worst last.
+type nodeVerdict int
+
+const (
+	nodeConfirmed  nodeVerdict = iota // its last sync provably holds the withdrawal
+	nodeUnverified                    // cannot be observed
+	nodePending                       // may still route here
+)
+
+// syncFacts is what is known of one kube-proxy sync of one family, the one
+// whose node-clock lastUpdated it holds. Polls that see the same sync narrow
+// the bounds; a poll that sees another sync replaces the facts.
+type syncFacts struct {
+	lastUpdated time.Time // node clock: identifies the sync
+	// earliest and latest bound the sync's completion in our clock: the node
+	// read currentTime at some instant between our request and its answer,
+	// so completion ∈ [sent − age, received − age], age = currentTime −
+	// lastUpdated. Each poll's interval holds it; their intersection too.
+	earliest, latest time.Time
+	age              time.Duration // largest currentTime − lastUpdated seen: how long no newer sync followed
+	healthy          bool
+}
+
+// nodeState is what the observer knows of one node's kube-proxy.
+type nodeState struct {
+	name, addr string
+	syncs      map[discovery.AddressType]*syncFacts
+	answered   bool       // healthz answered at least once
+	problem    *pollError // the last poll's failure; nil after an answer
+}
+
+// record keeps a healthz answer obtained between sent and received.
+func (n *nodeState) record(h healthz, sent, received time.Time) {
+	n.answered, n.problem = true, nil
+	for fam := range n.syncs {
+		if _, ok := h.families[fam]; !ok {
+			delete(n.syncs, fam)
+		}
+	}
+	for fam, fh := range h.families {
+		age := h.currentTime.Sub(fh.lastUpdated)
+		lo, hi := sent.Add(-age), received.Add(-age)
+		f := n.syncs[fam]
+		if f == nil || !f.lastUpdated.Equal(fh.lastUpdated) || lo.After(f.latest) || hi.Before(f.earliest) {
+			// A new sync, or bounds that contradict the old ones (the node's
+			// clock was stepped): start over from this poll alone.
+			n.syncs[fam] = &syncFacts{lastUpdated: fh.lastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.healthy}
+			continue
+		}
+		if lo.After(f.earliest) {
+			f.earliest = lo
+		}
+		if hi.Before(f.latest) {
+			f.latest = hi
+		}
+		f.age = max(f.age, age)
+		f.healthy = fh.healthy
+	}
+}
+
+// rule is the confirmation rule's three durations (see the package comment).
+type rule struct {
+	minSync   time.Duration // kube-proxy's minSyncPeriod, assumed
+	allowance time.Duration // D: kube-proxy's lag behind us + one sync
+	lag       time.Duration // how much earlier than us kube-proxy may get a change
+}
+
+// judge says whether a sync provably holds a change we received at r.
+func (ru rule) judge(f *syncFacts, r time.Time) (nodeVerdict, string) {
+	switch {
+	case !f.healthy:
+		return nodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
+	case !f.earliest.Before(r.Add(ru.allowance)):
+		// Completed at least D after our receipt: it started after kube-proxy
+		// had the change, so it holds it.
+		return nodeConfirmed, ""
+	case f.earliest.Before(r.Add(-ru.lag)):
+		// Completed before kube-proxy can have had the change: the sync
+		// that holds it has not happened. A partitioned kube-proxy stays
+		// here, healthy, for as long as the partition lasts.
+		return nodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
+	case f.age >= ru.minSync+ru.allowance:
+		// Ambiguous, but had it missed the change, kube-proxy would have
+		// run the next sync within minSyncPeriod of its end and finished it
+		// within D; none came.
+		return nodeConfirmed, ""
+	}
+	return nodePending, fmt.Sprintf("last sync may predate the change; waiting %v for a newer one",
+		(ru.minSync + ru.allowance - f.age).Round(time.Millisecond))
+}
+
+// judgeNode is a node's verdict for the changes each family must hold
+// (targets: family → receipt of its change). A failed poll does not erase
+// what earlier answers showed: the worse of the two stands.
+func (ru rule) judgeNode(n *nodeState, targets map[discovery.AddressType]time.Time) (nodeVerdict, string) {
+	if !n.answered && n.problem != nil {
+		return n.problem.verdict(), n.problem.msg
+	}
+	worst, why := nodeConfirmed, ""
+	for fam, r := range targets {
+		v, w := nodePending, "healthz not read yet"
+		if f := n.syncs[fam]; f != nil {
+			v, w = ru.judge(f, r)
+			w = string(fam) + ": " + w
+		} else if n.answered {
+			v, w = nodeUnverified, fmt.Sprintf("healthz has no %s status", fam)
+		}
+		if v > worst {
+			worst, why = v, w
+		}
+	}
+	if worst != nodeConfirmed && n.problem != nil && n.problem.verdict() >= worst {
+		return n.problem.verdict(), n.problem.msg
+	}
+	return worst, why
+}
+
+func (e *pollError) verdict() nodeVerdict {
+	if e.pending {
+		return nodePending
+	}
+	return nodeUnverified
+}

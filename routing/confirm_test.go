@@ -1,0 +1,355 @@
+package routing
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// fakeProxy is one node's kube-proxy healthz on the observer's fake clock.
+// Its syncs complete at the given instants of our clock; its own clock is
+// ours plus skew. A request takes toNode of fake time before the node reads
+// its clock and fromNode after, so tests choose the round trip and where in
+// it the node's reading falls.
+type fakeProxy struct {
+	clk *testingclock.FakeClock
+
+	mu               sync.Mutex
+	skew             time.Duration
+	syncs            []time.Time // completions, our clock, ascending
+	toNode, fromNode time.Duration
+	hang             bool   // accept and never answer, until the client gives up
+	body             string // a fixed answer instead
+	requests         int
+}
+
+func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.requests++
+	hang, body, toNode, fromNode, skew := p.hang, p.body, p.toNode, p.fromNode, p.skew
+	syncs := append([]time.Time(nil), p.syncs...)
+	p.mu.Unlock()
+	if hang {
+		<-r.Context().Done()
+		return
+	}
+	if body != "" {
+		fmt.Fprint(w, body)
+		return
+	}
+	p.clk.Step(toNode)
+	now := p.clk.Now()
+	var last time.Time
+	for _, s := range syncs {
+		if !s.After(now) {
+			last = s
+		}
+	}
+	stamp := func(t time.Time) string { return t.Add(skew).UTC().Format(time.RFC3339Nano) }
+	if last.IsZero() { // no sync yet: kube-proxy omits the status
+		fmt.Fprintf(w, `{"lastUpdated":"0001-01-01T00:00:00Z","currentTime":%q,"nodeEligible":true,"healthy":true}`, stamp(now))
+		p.clk.Step(fromNode)
+		return
+	}
+	fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
+		stamp(now), stamp(now), stamp(last))
+	p.clk.Step(fromNode)
+}
+
+func (p *fakeProxy) set(edit func(p *fakeProxy)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	edit(p)
+}
+
+// scenario is a drain of web-0 seen by one observer and the kube-proxies of
+// the nodes it names. R is the receipt of the withdrawal.
+type scenario struct {
+	*testObserver
+	t       *testing.T
+	proxies map[string]*fakeProxy
+	R       time.Time
+}
+
+// newScenario: node n2 (10.0.0.2) runs a kube-proxy whose last sync before
+// the change was 5 s earlier; web-0 is withdrawn (its peer is ready) at R,
+// 10 s after the start, and the stop is requested at R.
+func newScenario(t *testing.T, cfg Config, nodes ...string) *scenario {
+	t.Helper()
+	if len(nodes) == 0 {
+		nodes = []string{"n2"}
+	}
+	client := fake.NewClientset()
+	for i, name := range nodes {
+		if err := client.Tracker().Add(node(name, fmt.Sprintf("10.0.0.%d", i+2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Mode = ModeKubeProxy
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1 // the proxies step one shared clock
+	}
+	s := &scenario{testObserver: newTestObserver(t, cfg, client), t: t, proxies: map[string]*fakeProxy{}}
+	for i, name := range nodes {
+		p := &fakeProxy{clk: s.clk, syncs: []time.Time{t0.Add(5 * time.Second)}}
+		srv := httptest.NewServer(p)
+		t.Cleanup(srv.Close)
+		s.proxies[name] = p
+		s.routes[fmt.Sprintf("10.0.0.%d:10256", i+2)] = srv.Listener.Addr().String()
+	}
+	s.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
+	s.clk.Step(10 * time.Second)
+	s.R = s.clk.Now()
+	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
+	s.StopRequested(s.R)
+	return s
+}
+
+// syncsAt sets a node's sync completions, as offsets from R.
+func (s *scenario) syncsAt(name string, offsets ...time.Duration) {
+	s.proxies[name].set(func(p *fakeProxy) {
+		p.syncs = nil
+		for _, off := range offsets {
+			p.syncs = append(p.syncs, s.R.Add(off))
+		}
+	})
+}
+
+// round moves the clock to R+off (unless a request already took it past)
+// and runs one healthz round.
+func (s *scenario) round(off time.Duration) drain.Routing {
+	if d := s.R.Add(off).Sub(s.clk.Now()); d > 0 {
+		s.clk.Step(d)
+	}
+	s.confirmRound(s.t.Context())
+	return s.Routing(s.clk.Now())
+}
+
+// firstWithdrawn polls every step from R+from to R+to and returns the
+// offset of the first round that says withdrawn, or -1.
+func (s *scenario) firstWithdrawn(from, to, step time.Duration) time.Duration {
+	for off := from; off <= to; off += step {
+		if got := s.round(off); got.State == drain.RoutingWithdrawn {
+			s.t.Logf("withdrawn at R+%v: %s", off, got.Detail)
+			return off
+		}
+	}
+	return -1
+}
+
+func between(t *testing.T, what string, got, lo, hi time.Duration) {
+	t.Helper()
+	if got < lo || got > hi {
+		t.Fatalf("%s at R+%v, want within [R+%v, R+%v]", what, got, lo, hi)
+	}
+}
+
+// A plain delete: kube-proxy's withdrawal sync completes 30 ms after our
+// receipt. That is within D of R, so ambiguous: confirmed once the node
+// shows no newer sync for MinSyncPeriod + D (1.25 s) after it.
+func TestConfirmPlainDelete(t *testing.T) {
+	for _, skew := range []time.Duration{0, 5 * time.Second, -5 * time.Second} {
+		t.Run(fmt.Sprintf("skew %v", skew), func(t *testing.T) {
+			s := newScenario(t, Config{})
+			s.proxies["n2"].set(func(p *fakeProxy) { p.skew = skew })
+			s.syncsAt("n2", -5*time.Second, 30*ms)
+			between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 50*ms), 1280*ms, 1300*ms)
+		})
+	}
+}
+
+// A first look long after the change confirms at once.
+func TestConfirmLateFirstLook(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, 30*ms)
+	between(t, "confirmed", s.firstWithdrawn(2*time.Second, 3*time.Second, 50*ms), 2*time.Second, 2*time.Second)
+}
+
+// Rolling update: the sync already running when the deletion arrived
+// completes 5 ms after our receipt without it; the real one comes one
+// minSyncPeriod later. The in-flight sync must never confirm.
+func TestConfirmInFlightSync(t *testing.T) {
+	for _, skew := range []time.Duration{0, 5 * time.Second, -5 * time.Second} {
+		t.Run(fmt.Sprintf("skew %v", skew), func(t *testing.T) {
+			s := newScenario(t, Config{})
+			s.proxies["n2"].set(func(p *fakeProxy) { p.skew = skew })
+			s.syncsAt("n2", 5*ms, 1005*ms)
+			between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 50*ms), 1050*ms, 1050*ms)
+		})
+	}
+}
+
+// The in-flight sync seen through a slow answer: the node reads its clock
+// 5 ms into an 805 ms round trip. The midpoint puts the sync at R+402 ms,
+// past D; its lower bound, R+0, does not: still ambiguous, still waiting.
+func TestConfirmRTTJitter(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", 5*ms, 1005*ms)
+	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 5*ms, 800*ms })
+	if got := s.round(100 * ms); got.State != drain.RoutingPending {
+		t.Fatalf("slow answer about the in-flight sync: %s (%s)", got.State, got.Detail)
+	}
+	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 0 })
+	between(t, "confirmed", s.firstWithdrawn(950*ms, 3*time.Second, 50*ms), 1050*ms, 1050*ms)
+}
+
+// The ambiguous sync held the change (no newer sync follows): confirmed
+// after MinSyncPeriod + D of silence, not before.
+func TestConfirmAmbiguousThenSilence(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, 5*ms)
+	between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 10*ms), 1255*ms, 1260*ms)
+}
+
+// A lagging watcher: kube-proxy had the change first and synced 30 ms
+// before our receipt. Within WatchLag: ambiguous, confirmed after the wait.
+// Beyond it (150 ms before), "no sync since the change" until the bound.
+func TestConfirmLaggingWatcher(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, -30*ms)
+	between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 10*ms), 1220*ms, 1230*ms)
+
+	s = newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, -150*ms)
+	if off := s.firstWithdrawn(0, 5*time.Second, 100*ms); off >= 0 {
+		t.Fatalf("a sync 150 ms before receipt confirmed at R+%v", off)
+	}
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingPending, "n2: IPv4: no sync since the change")
+}
+
+// Partitioned from the API server, kube-proxy answers healthy:true with a
+// frozen lastUpdated for minutes: never confirmed.
+func TestConfirmPartitioned(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -20*time.Second)
+	if off := s.firstWithdrawn(0, 70*time.Second, 500*ms); off >= 0 {
+		t.Fatalf("partitioned node confirmed at R+%v", off)
+	}
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingPending, "kube-proxy not confirmed on 1 of 1 nodes", "n2: IPv4: no sync since the change")
+}
+
+// SIGSTOPped kube-proxy: the kernel accepts, nothing answers. Pending,
+// each request bounded by RequestTimeout.
+func TestConfirmFrozenNode(t *testing.T) {
+	s := newScenario(t, Config{RequestTimeout: 200 * ms})
+	s.proxies["n2"].set(func(p *fakeProxy) { p.hang = true })
+	start := time.Now()
+	got := s.round(2 * time.Second)
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("round took %v with a 200ms request timeout", el)
+	}
+	expect(t, got, drain.RoutingPending, "n2: healthz at 10.0.0.2:10256 accepted but did not answer within 200ms")
+
+	// It wakes up and syncs at once: confirmed.
+	s.proxies["n2"].set(func(p *fakeProxy) { p.hang = false })
+	s.syncsAt("n2", 2100*ms)
+	expect(t, s.round(2200*ms), drain.RoutingWithdrawn)
+}
+
+// No kube-proxy behind the port (a replacement, or none): that node is
+// unverified and named; the others are still awaited and confirmed.
+func TestConfirmPortClosed(t *testing.T) {
+	s := newScenario(t, Config{}, "n2", "n3")
+	delete(s.routes, "10.0.0.3:10256")
+	s.syncsAt("n2", -5*time.Second, 1100*ms)
+	expect(t, s.round(500*ms), drain.RoutingPending, "n2: IPv4: no sync since the change")
+	expect(t, s.round(1200*ms), drain.RoutingUnverified,
+		"kube-proxy not observed on 1 of 2 nodes: n3: healthz at 10.0.0.3:10256 unreachable", "confirmed on the others")
+}
+
+// Answers that are not a kube-proxy ≥ 1.33 healthz leave the node
+// unverified; a family reported unhealthy leaves it pending.
+func TestConfirmOddAnswers(t *testing.T) {
+	tests := []struct {
+		name, body string
+		state      drain.RoutingState
+		detail     string
+	}{
+		{"pre-1.33", `{"lastUpdated":"2026-03-02T10:00:10.5Z","currentTime":"2026-03-02T10:00:10.5Z","nodeEligible":true}`,
+			drain.RoutingUnverified, "no per-family status"},
+		{"html", `<html>nope</html>`, drain.RoutingUnverified, "not kube-proxy healthz"},
+		{"no IPv6 status for an IPv6 pod", "", drain.RoutingUnverified, "healthz has no IPv6 status"},
+		{"unhealthy", `{"currentTime":"2026-03-02T10:00:12Z","healthy":false,"status":{"IPv4":{"lastUpdated":"2026-03-02T10:00:11Z","healthy":false}}}`,
+			drain.RoutingPending, "unsynced for longer than its healthz timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScenario(t, Config{})
+			s.syncsAt("n2", 500*ms)
+			s.proxies["n2"].set(func(p *fakeProxy) { p.body = tt.body })
+			if tt.body == "" {
+				s.apply(v6("web-a6", "web", mine6(servingTermC), peer6("n2", readyC)))
+			}
+			expect(t, s.round(2*time.Second), tt.state, tt.detail)
+		})
+	}
+}
+
+// Once confirmed, a node is not asked again; when the API verdict turns
+// pending and back, R moves and the node must confirm the new change.
+func TestConfirmStopsPollingAndRestartsOnNewR(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", 30*ms)
+	expect(t, s.round(2*time.Second), drain.RoutingWithdrawn)
+	n := s.proxies["n2"].requests
+	s.round(2500 * ms)
+	if s.proxies["n2"].requests != n {
+		t.Fatal("a confirmed node was polled again")
+	}
+
+	// The peer goes unready (kube-proxy falls back to web-0), then ready.
+	s.clk.Step(time.Second)
+	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", servingTermC)))
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingPending, "falls back")
+	s.clk.Step(time.Second)
+	r2 := s.clk.Now()
+	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
+	got := s.round(r2.Sub(s.R))
+	expect(t, got, drain.RoutingPending, "no sync since the change")
+
+	s.syncsAt("n2", 30*ms, r2.Sub(s.R)+300*ms)
+	expect(t, s.round(r2.Sub(s.R)+400*ms), drain.RoutingWithdrawn)
+}
+
+// Requests in flight never exceed Concurrency.
+func TestConfirmConcurrency(t *testing.T) {
+	names := make([]string, 12)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%02d", i+2)
+	}
+	s := newScenario(t, Config{Concurrency: 3}, names...)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	gate := make(chan struct{})
+	for addr := range s.routes {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			select {
+			case <-gate:
+			case <-time.After(20 * ms): // lets requests overlap; the bound holds either way
+			}
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			fmt.Fprint(w, `{"currentTime":"2026-03-02T10:00:12Z","status":{"IPv4":{"lastUpdated":"2026-03-02T09:00:11Z","healthy":true}}}`)
+		})
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		s.routes[addr] = srv.Listener.Addr().String()
+	}
+	expect(t, s.round(time.Second), drain.RoutingPending, "kube-proxy not confirmed on 12 of 12 nodes", "and 7 more")
+	close(gate)
+	if most > 3 || most < 1 {
+		t.Fatalf("%d requests in flight, concurrency 3", most)
+	}
+}

@@ -1,0 +1,178 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Observer watches whether anything still routes new connections to this
+// pod. Run feeds it from the API and from kube-proxy's healthz; Routing,
+// StopRequested and PodGracePeriod may be called from other goroutines.
+type Observer struct {
+	cfg    Config
+	rule   rule
+	match  matcher
+	client kubernetes.Interface
+	clock  clock.WithTicker
+	http   *http.Client
+	log    *slog.Logger
+	kick   chan struct{} // StopRequested asks Run for a round now
+
+	mu       sync.Mutex
+	synced   bool      // the slice and Service watches delivered their initial lists
+	stopAt   time.Time // zero until the drain starts
+	watch    watchState
+	nodes    map[string]*nodeState // nil until the node list is read
+	nodesErr string                // why the node list could not be read
+}
+
+// New builds an Observer on the real clock and network. client may be nil
+// only in ModeOff.
+func New(cfg Config, client kubernetes.Interface, log *slog.Logger) (*Observer, error) {
+	return newObserver(cfg, client, clock.RealClock{}, (&net.Dialer{}).DialContext, log)
+}
+
+// newObserver is New with the clock and the dialer injected.
+func newObserver(cfg Config, client kubernetes.Interface, clk clock.WithTicker, dial dialFunc, log *slog.Logger) (*Observer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Mode != ModeOff && client == nil {
+		return nil, errors.New("start routing observer: no Kubernetes client: run in a pod with a service account, or use routing mode off")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	addrs, _ := cfg.Identity.addrs()
+	return &Observer{
+		cfg:    cfg,
+		rule:   rule{minSync: cfg.MinSyncPeriod, allowance: cfg.SyncAllowance, lag: cfg.lag()},
+		match:  matcher{podName: cfg.Identity.PodName, addrs: addrs},
+		client: client,
+		clock:  clk,
+		http:   newHealthzClient(dial, cfg.RequestTimeout/2),
+		log:    log.With("component", "routing"),
+		kick:   make(chan struct{}, 1),
+		watch: watchState{
+			services: map[string]*corev1.Service{},
+			slices:   map[string]*discovery.EndpointSlice{},
+			paths:    map[pathKey]*path{},
+		},
+	}, nil
+}
+
+// StopRequested tells the observer that the drain started at now. From then
+// on, in ModeKubeProxy, it asks kube-proxy to confirm the API's verdict.
+func (o *Observer) StopRequested(now time.Time) {
+	o.mu.Lock()
+	if o.stopAt.IsZero() {
+		o.stopAt = now
+	}
+	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PodGracePeriod is the pod's deletionGracePeriodSeconds once the watch saw
+// the pod being deleted.
+func (o *Observer) PodGracePeriod() (time.Duration, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.watch.grace == nil {
+		return 0, false
+	}
+	return time.Duration(*o.watch.grace) * time.Second, true
+}
+
+// nodeListTimeout bounds the node list; a list of thousands of nodes from
+// the watch cache takes well under a second.
+const nodeListTimeout = 10 * time.Second
+
+// Run watches until ctx ends, then returns nil. The watches run for the
+// pod's whole life so the cache is warm when the stop comes; healthz rounds
+// run every PollInterval once the stop is requested. Run returns an error
+// only when it cannot start its watches.
+func (o *Observer) Run(ctx context.Context) error {
+	if o.cfg.Mode == ModeOff {
+		<-ctx.Done()
+		return nil
+	}
+	ns := o.cfg.Identity.Namespace
+	factory := informers.NewSharedInformerFactoryWithOptions(o.client, 0,
+		informers.WithNamespace(ns), informers.WithTransform(trim))
+	podFactory := informers.NewSharedInformerFactoryWithOptions(o.client, 0,
+		informers.WithNamespace(ns), informers.WithTransform(trim),
+		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.cfg.Identity.PodName).String()
+		}))
+	defer factory.Shutdown()
+	defer podFactory.Shutdown()
+	defer o.http.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before Shutdown, which waits for the informers to stop
+
+	sliceReg, err := o.inform(factory.Discovery().V1().EndpointSlices().Informer(), "endpointslices", o.applySlice)
+	if err != nil {
+		return err
+	}
+	svcReg, err := o.inform(factory.Core().V1().Services().Informer(), "services", o.applyService)
+	if err != nil {
+		return err
+	}
+	if _, err := o.inform(podFactory.Core().V1().Pods().Informer(), "pods", o.applyPod); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), sliceReg.HasSynced, svcReg.HasSynced) {
+		return nil
+	}
+	o.mu.Lock()
+	o.synced, o.watch.watchErr = true, ""
+	paths := len(o.watch.paths)
+	o.mu.Unlock()
+	o.log.Info("routing watch synced", "namespace", ns, "pod", o.cfg.Identity.PodName, "paths", paths)
+
+	tick := o.clock.NewTicker(o.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+		case <-o.kick:
+		}
+		o.confirmRound(ctx)
+	}
+}
+
+// inform registers the observer's handler and watch-error hook on an
+// informer that has not started.
+func (o *Observer) inform(inf cache.SharedIndexInformer, resource string, apply func(any, bool, time.Time)) (cache.ResourceEventHandlerRegistration, error) {
+	if err := inf.SetWatchErrorHandler(o.watchError(resource)); err != nil {
+		return nil, fmt.Errorf("watch %s in namespace %s: %w", resource, o.cfg.Identity.Namespace, err)
+	}
+	reg, err := inf.AddEventHandler(o.handlers(apply))
+	if err != nil {
+		return nil, fmt.Errorf("watch %s in namespace %s: %w", resource, o.cfg.Identity.Namespace, err)
+	}
+	return reg, nil
+}

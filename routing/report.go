@@ -1,0 +1,110 @@
+package routing
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+)
+
+// maxNamed bounds how many paths or nodes a detail names.
+const maxNamed = 5
+
+// Routing is the verdict at now. It is recomputed at every call from the
+// latest state: withdrawal is not monotonic (kube-proxy puts a
+// serving-terminating endpoint back when the last ready one goes).
+func (o *Observer) Routing(now time.Time) drain.Routing {
+	if o.cfg.Mode == ModeOff {
+		return drain.Routing{State: drain.RoutingOff, Detail: "routing observation off"}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.synced {
+		d := "watch not synced"
+		if o.watch.watchErr != "" {
+			d += ": " + o.watch.watchErr
+		}
+		return drain.Routing{State: drain.RoutingUnverified, Detail: d}
+	}
+	if len(o.watch.paths) == 0 {
+		return drain.Routing{State: drain.RoutingUnverified, Detail: "no EndpointSlice lists this pod"}
+	}
+	keys := make([]pathKey, 0, len(o.watch.paths))
+	for k := range o.watch.paths {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b pathKey) int { return strings.Compare(a.String(), b.String()) })
+	var pending, withdrawn []string
+	var latest time.Time
+	for _, k := range keys {
+		p := o.watch.paths[k]
+		name := o.cfg.Identity.Namespace + "/" + k.String()
+		if !p.withdrawn {
+			pending = append(pending, name+": "+p.why)
+			continue
+		}
+		withdrawn = append(withdrawn, name)
+		if p.since.After(latest) {
+			latest = p.since
+		}
+	}
+	if len(pending) > 0 {
+		return drain.Routing{State: drain.RoutingPending, Detail: "routed here in the API: " + named(pending)}
+	}
+	api := fmt.Sprintf("withdrawn in the API %v ago: %s", now.Sub(latest).Round(time.Millisecond), named(withdrawn))
+	if o.cfg.Mode == ModeEndpointSlices {
+		return drain.Routing{State: drain.RoutingWithdrawn, Detail: api + " (kube-proxy not observed)"}
+	}
+	return o.kubeProxyVerdict(api)
+}
+
+// kubeProxyVerdict is the verdict once the API says withdrawn, in
+// ModeKubeProxy: every node confirmed → withdrawn; any node pending →
+// pending; otherwise unverified, naming the nodes not observed.
+func (o *Observer) kubeProxyVerdict(api string) drain.Routing {
+	switch {
+	case o.stopAt.IsZero():
+		return drain.Routing{State: drain.RoutingPending, Detail: api + "; kube-proxy is asked once the stop is requested"}
+	case o.nodes == nil && o.nodesErr != "":
+		return drain.Routing{State: drain.RoutingUnverified, Detail: api + "; " + o.nodesErr}
+	case o.nodes == nil:
+		return drain.Routing{State: drain.RoutingPending, Detail: api + "; nodes not listed yet"}
+	case len(o.nodes) == 0:
+		return drain.Routing{State: drain.RoutingUnverified, Detail: api + "; the node list is empty"}
+	}
+	targets := o.targets()
+	names := make([]string, 0, len(o.nodes))
+	for name := range o.nodes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var pending, unverified []string
+	for _, name := range names {
+		switch v, why := o.rule.judgeNode(o.nodes[name], targets); v {
+		case nodePending:
+			pending = append(pending, name+": "+why)
+		case nodeUnverified:
+			unverified = append(unverified, name+": "+why)
+		}
+	}
+	total := len(names)
+	switch {
+	case len(pending) > 0:
+		return drain.Routing{State: drain.RoutingPending, Detail: fmt.Sprintf(
+			"%s; kube-proxy not confirmed on %d of %d nodes: %s", api, len(pending), total, named(pending))}
+	case len(unverified) > 0:
+		return drain.Routing{State: drain.RoutingUnverified, Detail: fmt.Sprintf(
+			"%s; kube-proxy not observed on %d of %d nodes: %s; confirmed on the others", api, len(unverified), total, named(unverified))}
+	}
+	return drain.Routing{State: drain.RoutingWithdrawn, Detail: fmt.Sprintf("%s; confirmed by kube-proxy on %d nodes", api, total)}
+}
+
+// named joins at most maxNamed items and counts the rest.
+func named(items []string) string {
+	if len(items) <= maxNamed {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:maxNamed], "; "), len(items)-maxNamed)
+}

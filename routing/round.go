@@ -1,0 +1,158 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// confirmRound asks every node not yet confirmed, once, if the drain has
+// started in ModeKubeProxy and the API says withdrawn everywhere. It returns
+// when every request has ended, each within RequestTimeout.
+func (o *Observer) confirmRound(ctx context.Context) {
+	o.mu.Lock()
+	ready := o.cfg.Mode == ModeKubeProxy && o.synced && !o.stopAt.IsZero() && o.apiWithdrawn()
+	listed := o.nodes != nil
+	o.mu.Unlock()
+	if !ready || (!listed && !o.listNodes(ctx)) {
+		return
+	}
+	o.mu.Lock()
+	targets := o.targets()
+	var todo []*nodeState
+	for _, n := range o.nodes {
+		if v, _ := o.rule.judgeNode(n, targets); v != nodeConfirmed && n.addr != "" {
+			todo = append(todo, n)
+		}
+	}
+	o.mu.Unlock()
+
+	sem := make(chan struct{}, o.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, n := range todo {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o.pollNode(ctx, n)
+		})
+	}
+}
+
+// pollNode reads one node's healthz and records what it said.
+func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
+	h, sent, received, err := o.fetchHealthz(ctx, n.addr)
+	if ctx.Err() != nil {
+		return // shutting down: what the node said before stands
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		var pe *pollError
+		if !errors.As(err, &pe) {
+			pe = &pollError{msg: err.Error()}
+		}
+		if n.problem == nil || n.problem.msg != pe.msg {
+			o.log.Warn("kube-proxy healthz poll failed", "node", n.name, "addr", n.addr, "pending", pe.pending, "err", pe.msg)
+		}
+		n.problem = pe
+		return
+	}
+	n.record(h, sent, received)
+	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
+		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
+	}
+}
+
+// listNodes reads the nodes whose kube-proxy must confirm, once per
+// observer; a failure is retried on the next round.
+func (o *Observer) listNodes(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, nodeListTimeout)
+	defer cancel()
+	// ResourceVersion "0": served from the API server's cache.
+	list, err := o.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		o.log.Warn("node list failed", "err", err)
+		o.mu.Lock()
+		o.nodesErr = fmt.Sprintf("list nodes: %v (kube-proxy mode needs a ClusterRole with list on nodes)", err)
+		o.mu.Unlock()
+		return false
+	}
+	nodes := make(map[string]*nodeState, len(list.Items))
+	for i := range list.Items {
+		node := &list.Items[i]
+		n := &nodeState{name: node.Name, syncs: map[discovery.AddressType]*syncFacts{}}
+		if ip := internalIP(node); ip.IsValid() {
+			n.addr = net.JoinHostPort(ip.String(), strconv.Itoa(o.cfg.HealthzPort))
+		} else {
+			n.problem = &pollError{msg: "node has no InternalIP to reach kube-proxy at"}
+		}
+		nodes[node.Name] = n
+	}
+	o.log.Info("nodes listed for kube-proxy confirmation", "nodes", len(nodes))
+	o.mu.Lock()
+	o.nodes, o.nodesErr = nodes, ""
+	o.mu.Unlock()
+	return true
+}
+
+// internalIP is the node's first IPv4 InternalIP, else its first IPv6 one.
+// kube-proxy's default healthz bind address, 0.0.0.0:10256, listens on IPv4.
+func internalIP(node *corev1.Node) netip.Addr {
+	var v6 netip.Addr
+	for _, a := range node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Address)
+		switch {
+		case err != nil:
+		case ip.Unmap().Is4():
+			return ip.Unmap()
+		case !v6.IsValid():
+			v6 = ip
+		}
+	}
+	return v6
+}
+
+// apiWithdrawn says whether the API verdict is withdrawn on every path.
+func (o *Observer) apiWithdrawn() bool {
+	if len(o.watch.paths) == 0 {
+		return false
+	}
+	for _, p := range o.watch.paths {
+		if !p.withdrawn {
+			return false
+		}
+	}
+	return true
+}
+
+// targets is, per family, the receipt time R of the change kube-proxy must
+// hold: the latest withdrawal among the family's paths. kube-proxy programs
+// its whole state at each sync, and the rule's premises hold for every
+// change received by R: a sync proven to hold a change received at R holds
+// the earlier ones too.
+func (o *Observer) targets() map[discovery.AddressType]time.Time {
+	t := map[discovery.AddressType]time.Time{}
+	for k, p := range o.watch.paths {
+		if p.withdrawn && p.since.After(t[k.family]) {
+			t[k.family] = p.since
+		}
+	}
+	return t
+}

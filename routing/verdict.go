@@ -1,0 +1,179 @@
+package routing
+
+import (
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// Labels kube-proxy reads on EndpointSlices and Services.
+const (
+	labelServiceName = discovery.LabelServiceName                 // kubernetes.io/service-name
+	labelProxyName   = "service.kubernetes.io/service-proxy-name" // another proxy programs it
+	labelHeadless    = corev1.IsHeadlessService                   // service.kubernetes.io/headless
+)
+
+// pathVerdict is the API verdict on one path: one Service, one address
+// family.
+type pathVerdict struct {
+	withdrawn bool
+	why       string // what the verdict rests on, for the detail
+}
+
+// matcher recognises this pod's endpoints.
+//
+// An endpoint is this pod's when one of its addresses is a pod IP and its
+// targetRef, when set, names this pod. The address decides because it is what
+// kube-proxy programs: a slice written by hand or mirrored from Endpoints may
+// have no targetRef and still route here. The targetRef check keeps out
+// another pod at the same address (hostNetwork pods share the node's IP).
+type matcher struct {
+	podName string
+	addrs   []netip.Addr
+}
+
+// endpointKind is how an endpoint relates to this pod.
+type endpointKind int
+
+const (
+	otherPod    endpointKind = iota // routes elsewhere
+	thisPod                         // routes here
+	sameAddress                     // another pod at this pod's address: neither
+)
+
+func (m matcher) kind(ep discovery.Endpoint) endpointKind {
+	hit := false
+	for _, s := range ep.Addresses {
+		if a, err := netip.ParseAddr(s); err == nil {
+			for _, mine := range m.addrs {
+				if a.Unmap() == mine {
+					hit = true
+				}
+			}
+		}
+	}
+	switch {
+	case !hit:
+		return otherPod
+	case ep.TargetRef == nil, ep.TargetRef.Kind == "Pod" && ep.TargetRef.Name == m.podName:
+		return thisPod
+	}
+	return sameAddress
+}
+
+// kube-proxy's reading of endpoint conditions (pkg/proxy/endpointslicecache.go):
+// nil ready and nil serving mean true, nil terminating means false.
+func isReady(ep discovery.Endpoint) bool {
+	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
+}
+
+// isFallback says whether kube-proxy would use the endpoint when no endpoint
+// is ready: serving and terminating (pkg/proxy/topology.go).
+func isFallback(ep discovery.Endpoint) bool {
+	serving := ep.Conditions.Serving == nil || *ep.Conditions.Serving
+	terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+	return serving && terminating
+}
+
+// proxied says whether kube-proxy programs the Service at all.
+func proxied(svc *corev1.Service) bool {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return false
+	}
+	_, other := svc.Labels[labelProxyName]
+	_, headless := svc.Labels[labelHeadless]
+	return !other && !headless
+}
+
+// proxiedSlice says whether kube-proxy programs the slice's endpoints.
+func proxiedSlice(s *discovery.EndpointSlice) bool {
+	_, other := s.Labels[labelProxyName]
+	_, headless := s.Labels[labelHeadless]
+	return !other && !headless && s.Labels[labelServiceName] != "" &&
+		(s.AddressType == discovery.AddressTypeIPv4 || s.AddressType == discovery.AddressTypeIPv6)
+}
+
+// localPolicy says whether some of the Service's traffic only goes to
+// endpoints on the node it entered (pkg/api/v1/service: ExternalPolicyLocal,
+// InternalPolicyLocal).
+func localPolicy(svc *corev1.Service) (bool, string) {
+	external := svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort ||
+		(svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0)
+	if external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		return true, "externalTrafficPolicy Local"
+	}
+	if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+		return true, "internalTrafficPolicy Local"
+	}
+	return false, ""
+}
+
+// judgeService gives the verdict of every family in which the Service's
+// slices list this pod. svc nil means the Service is not (yet) seen; the
+// caller skips Services kube-proxy does not program. slices are the
+// Service's proxied slices.
+func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matcher, node string) map[discovery.AddressType]pathVerdict {
+	type family struct{ mine, others []discovery.Endpoint }
+	fams := map[discovery.AddressType]*family{}
+	for _, s := range slices {
+		f := fams[s.AddressType]
+		if f == nil {
+			f = &family{}
+			fams[s.AddressType] = f
+		}
+		for _, ep := range s.Endpoints {
+			switch m.kind(ep) {
+			case thisPod:
+				f.mine = append(f.mine, ep)
+			case otherPod:
+				f.others = append(f.others, ep)
+			}
+		}
+	}
+	out := map[discovery.AddressType]pathVerdict{}
+	for fam, f := range fams {
+		if len(f.mine) == 0 {
+			continue
+		}
+		if svc == nil {
+			out[fam] = pathVerdict{why: "Service not seen"}
+			continue
+		}
+		out[fam] = judgeFamily(svc, fam, f.mine, f.others, node)
+	}
+	return out
+}
+
+// judgeFamily is the withdrawal rule for one Service and one family, given
+// the endpoints that are this pod's (mine, at least one) and the others.
+func judgeFamily(svc *corev1.Service, fam discovery.AddressType, mine, others []discovery.Endpoint, node string) pathVerdict {
+	ready, fallback := false, false
+	for _, ep := range mine {
+		ready = ready || isReady(ep)
+		fallback = fallback || isFallback(ep)
+	}
+	switch {
+	case ready && svc.Spec.PublishNotReadyAddresses:
+		return pathVerdict{why: "publishNotReadyAddresses keeps the endpoint ready: kube-proxy routes to it until it is removed"}
+	case ready:
+		return pathVerdict{why: "endpoint ready"}
+	case !fallback:
+		return pathVerdict{withdrawn: true, why: "endpoint not serving"}
+	}
+	otherReady, otherReadyHere := false, false
+	for _, ep := range others {
+		if isReady(ep) {
+			otherReady = true
+			otherReadyHere = otherReadyHere || (ep.NodeName != nil && *ep.NodeName == node)
+		}
+	}
+	if !otherReady {
+		return pathVerdict{why: fmt.Sprintf("serving-terminating with no other ready %s endpoint: kube-proxy falls back to it", fam)}
+	}
+	if local, policy := localPolicy(svc); local && !otherReadyHere {
+		return pathVerdict{why: fmt.Sprintf("serving-terminating with no other ready %s endpoint on node %s: %s falls back to it", fam, node, policy)}
+	}
+	return pathVerdict{withdrawn: true, why: "endpoint not ready, other endpoints ready"}
+}

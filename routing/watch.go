@@ -1,0 +1,244 @@
+package routing
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// pathKey names a path: one Service, one address family.
+type pathKey struct {
+	service string
+	family  discovery.AddressType
+}
+
+func (k pathKey) String() string { return k.service + " (" + string(k.family) + ")" }
+
+// path is a Service and family whose slices listed this pod at some time
+// since the watch started.
+type path struct {
+	pathVerdict
+	// since is the receipt time (our clock) of the change that made the
+	// path withdrawn: the change kube-proxy must have programmed. Zero while
+	// pending. Changes that leave the verdict withdrawn do not move it.
+	since time.Time
+}
+
+// watchState is what the watch keeps: the trimmed objects, this pod's paths
+// and its grace period. Every method is called with Observer.mu held.
+type watchState struct {
+	services map[string]*corev1.Service
+	slices   map[string]*discovery.EndpointSlice // by slice name
+	paths    map[pathKey]*path
+	grace    *int64 // the pod's deletionGracePeriodSeconds
+	watchErr string // the last error of a watch that has not synced
+}
+
+// sliceEvent applies one EndpointSlice event received at now. s is nil
+// for a deletion.
+func (o *Observer) sliceEvent(name string, s *discovery.EndpointSlice, now time.Time) {
+	st := &o.watch
+	touched := map[string]bool{}
+	if old := st.slices[name]; old != nil {
+		touched[old.Labels[labelServiceName]] = true
+		delete(st.slices, name)
+	}
+	if s != nil && proxiedSlice(s) {
+		st.slices[name] = s
+		touched[s.Labels[labelServiceName]] = true
+	}
+	for svc := range touched {
+		o.reevaluate(svc, now)
+	}
+}
+
+// serviceEvent applies one Service event received at now. svc is nil for a
+// deletion.
+func (o *Observer) serviceEvent(name string, svc *corev1.Service, now time.Time) {
+	if svc == nil {
+		delete(o.watch.services, name)
+	} else {
+		o.watch.services[name] = svc
+	}
+	o.reevaluate(name, now)
+}
+
+// reevaluate recomputes the paths of one Service after a change received
+// at now and records the transitions.
+func (o *Observer) reevaluate(service string, now time.Time) {
+	st := &o.watch
+	svc := st.services[service]
+	if svc != nil && !proxied(svc) {
+		for k := range st.paths {
+			if k.service == service {
+				delete(st.paths, k)
+			}
+		}
+		return
+	}
+	var slices []*discovery.EndpointSlice
+	for _, s := range st.slices {
+		if s.Labels[labelServiceName] == service {
+			slices = append(slices, s)
+		}
+	}
+	verdicts := judgeService(svc, slices, o.match, o.cfg.Identity.NodeName)
+	for k, p := range st.paths {
+		if _, listed := verdicts[k.family]; k.service == service && !listed {
+			why := "endpoint removed from the EndpointSlices"
+			if svc == nil {
+				why = "Service deleted"
+			}
+			o.transition(k, p, pathVerdict{withdrawn: true, why: why}, now)
+		}
+	}
+	for fam, v := range verdicts {
+		k := pathKey{service: service, family: fam}
+		p := st.paths[k]
+		if p == nil {
+			p = &path{}
+			st.paths[k] = p
+		}
+		o.transition(k, p, v, now)
+	}
+}
+
+// transition records a path's new verdict. A path that turns withdrawn
+// takes now as its since; one that turns pending drops it.
+func (o *Observer) transition(k pathKey, p *path, v pathVerdict, now time.Time) {
+	switch {
+	case v.withdrawn && p.since.IsZero():
+		p.since = now
+		o.log.Info("routing path withdrawn in the API", "path", k.String(), "why", v.why)
+	case !v.withdrawn && !p.since.IsZero():
+		p.since = time.Time{}
+		o.log.Info("routing path routed to this pod again", "path", k.String(), "why", v.why)
+	}
+	p.pathVerdict = v
+}
+
+// podEvent records the pod's deletion grace period.
+func (o *Observer) podEvent(pod *corev1.Pod) {
+	if pod != nil && pod.Name == o.cfg.Identity.PodName && pod.DeletionGracePeriodSeconds != nil {
+		g := *pod.DeletionGracePeriodSeconds
+		o.watch.grace = &g
+	}
+}
+
+// handlers adapts informer events to the observer's state; each event takes
+// its receipt time from the observer's clock.
+func (o *Observer) handlers(apply func(obj any, deleted bool, now time.Time)) cache.ResourceEventHandler {
+	run := func(obj any, deleted bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		apply(obj, deleted, o.clock.Now())
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { run(obj, false) },
+		UpdateFunc: func(_, obj any) { run(obj, false) },
+		DeleteFunc: func(obj any) { run(obj, true) },
+	}
+}
+
+func (o *Observer) applySlice(obj any, deleted bool, now time.Time) {
+	s, ok := obj.(*discovery.EndpointSlice)
+	if !ok {
+		return
+	}
+	if deleted {
+		o.sliceEvent(s.Name, nil, now)
+		return
+	}
+	o.sliceEvent(s.Name, s, now)
+}
+
+func (o *Observer) applyService(obj any, deleted bool, now time.Time) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	if deleted {
+		o.serviceEvent(svc.Name, nil, now)
+		return
+	}
+	o.serviceEvent(svc.Name, svc, now)
+}
+
+func (o *Observer) applyPod(obj any, deleted bool, _ time.Time) {
+	if pod, ok := obj.(*corev1.Pod); ok && !deleted {
+		o.podEvent(pod)
+	}
+}
+
+// watchError records why a watch fails, for the "not synced" detail.
+func (o *Observer) watchError(resource string) func(*cache.Reflector, error) {
+	return func(_ *cache.Reflector, err error) {
+		o.log.Warn("routing watch failed", "resource", resource, "namespace", o.cfg.Identity.Namespace, "err", err)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.watch.watchErr = fmt.Sprintf("watch %s: %v (the pod's service account needs list and watch on %s in namespace %s)",
+			resource, err, resource, o.cfg.Identity.Namespace)
+	}
+}
+
+// trim keeps only what the verdict and the grace period need, so the cache
+// of a namespace with many Services stays small.
+func trim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *discovery.EndpointSlice:
+		return trimSlice(o), nil
+	case *corev1.Service:
+		return trimService(o), nil
+	case *corev1.Pod:
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion,
+			DeletionTimestamp: o.DeletionTimestamp, DeletionGracePeriodSeconds: o.DeletionGracePeriodSeconds,
+		}}, nil
+	}
+	return obj, nil
+}
+
+func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	for _, k := range []string{labelServiceName, labelProxyName, labelHeadless} {
+		if v, ok := m.Labels[k]; ok {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[k] = v
+		}
+	}
+	return out
+}
+
+func trimSlice(s *discovery.EndpointSlice) *discovery.EndpointSlice {
+	out := &discovery.EndpointSlice{ObjectMeta: trimMeta(s.ObjectMeta), AddressType: s.AddressType, Ports: s.Ports}
+	out.Endpoints = make([]discovery.Endpoint, 0, len(s.Endpoints))
+	for _, ep := range s.Endpoints {
+		e := discovery.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions, NodeName: ep.NodeName}
+		if r := ep.TargetRef; r != nil {
+			e.TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		}
+		out.Endpoints = append(out.Endpoints, e)
+	}
+	return out
+}
+
+func trimService(s *corev1.Service) *corev1.Service {
+	return &corev1.Service{ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
+		Type:                     s.Spec.Type,
+		ClusterIP:                s.Spec.ClusterIP,
+		ClusterIPs:               s.Spec.ClusterIPs,
+		ExternalIPs:              s.Spec.ExternalIPs,
+		ExternalTrafficPolicy:    s.Spec.ExternalTrafficPolicy,
+		InternalTrafficPolicy:    s.Spec.InternalTrafficPolicy,
+		PublishNotReadyAddresses: s.Spec.PublishNotReadyAddresses,
+	}}
+}
