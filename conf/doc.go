@@ -50,6 +50,13 @@
 //     kubeconfig exist, otherwise off).
 //   - HAPSUPER_KUBECONFIG (--kubeconfig, default none): a kubeconfig file for
 //     use outside a cluster; in a pod the service account is used.
+//   - HAPSUPER_KUBE_PROXY_HEALTHZ_PORT (--kube-proxy-healthz-port, default
+//     10256): kube-proxy's healthz port on every node, for --routing kube-proxy.
+//   - HAPSUPER_KUBE_PROXY_MIN_SYNC_PERIOD (--kube-proxy-min-sync-period,
+//     default 1s, at least 500ms): the cluster's kube-proxy minSyncPeriod, or
+//     more. The confirmation rule waits this long for a sync that would carry
+//     the change before it trusts an earlier one; a value below the
+//     cluster's may confirm early.
 //   - HAPSUPER_METRICS_ADDR (--metrics-addr, default none: off): the address
 //     of the Prometheus endpoint (/metrics), such as :9101.
 //

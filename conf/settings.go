@@ -34,6 +34,9 @@ type Settings struct {
 	Routing         string   // RoutingAuto, RoutingOff, RoutingEndpointSlices or RoutingKubeProxy
 	Kubeconfig      string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
 	MetricsAddr     string   // Prometheus endpoint address; empty: off
+
+	KubeProxyHealthzPort   int           // kube-proxy's healthz port on every node
+	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
 }
 
 // The routing observation modes (--routing).
@@ -65,6 +68,9 @@ func defaults() Settings {
 		LogFormat:    "text",
 		LogLevel:     slog.LevelInfo,
 		Routing:      RoutingAuto,
+
+		KubeProxyHealthzPort:   10256,
+		KubeProxyMinSyncPeriod: time.Second,
 	}
 }
 
@@ -87,6 +93,8 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
 	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: auto, off, endpointslices or kube-proxy")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
+	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
+	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	return fs
 }
@@ -251,6 +259,8 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("routing", s.Routing),
 		slog.String("kubeconfig", s.Kubeconfig),
 		slog.String("metrics-addr", s.MetricsAddr),
+		slog.Int("kube-proxy-healthz-port", s.KubeProxyHealthzPort),
+		slog.String("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod.String()),
 		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
 	}
 }

@@ -34,6 +34,9 @@ func TestParseDefaults(t *testing.T) {
 		LogLevel:     slog.LevelInfo,
 		HAProxy:      []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
 		Routing:      RoutingAuto,
+
+		KubeProxyHealthzPort:   10256,
+		KubeProxyMinSyncPeriod: time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(nil) =\n%+v\nwant\n%+v", got, want)
@@ -155,6 +158,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{"-log-format", "use one of text, json"}},
 		{"routing mode", nil, map[string]string{"HAPSUPER_ROUTING": "ipvs"},
 			[]string{"HAPSUPER_ROUTING", "use one of auto, off, endpointslices, kube-proxy"}},
+		{"healthz port", []string{"--kube-proxy-healthz-port", "70000"}, nil,
+			[]string{"--kube-proxy-healthz-port 70000", "not a TCP port"}},
+		{"min sync period", nil, map[string]string{"HAPSUPER_KUBE_PROXY_MIN_SYNC_PERIOD": "100ms"},
+			[]string{"HAPSUPER_KUBE_PROXY_MIN_SYNC_PERIOD=100ms", "below 500ms"}},
 		{"log level", nil, map[string]string{"HAPSUPER_LOG_LEVEL": "trace"},
 			[]string{"HAPSUPER_LOG_LEVEL", "debug, info, warn or error"}},
 		{"--master-socket conflicts with -S", []string{"--master-socket", "/a.sock", "--", "haproxy", "-S", "/b.sock"}, nil,

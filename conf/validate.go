@@ -47,5 +47,11 @@ func validate(s Settings, src source) error {
 		return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
 			src.label("poll-interval", s.PollInterval), src.label("quiet-period", s.QuietPeriod))
 	}
+	if s.KubeProxyHealthzPort < 1 || s.KubeProxyHealthzPort > 65535 {
+		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is 10256)", src.label("kube-proxy-healthz-port", s.KubeProxyHealthzPort))
+	}
+	if s.KubeProxyMinSyncPeriod < 500*time.Millisecond {
+		return fmt.Errorf("%s is below 500ms: use the cluster's kube-proxy minSyncPeriod (default 1s) or more", src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
+	}
 	return nil
 }

@@ -14,7 +14,7 @@ const (
 	ModeOff Mode = "off"
 	// ModeEndpointSlices watches EndpointSlices and Services: withdrawn means
 	// withdrawn in the API. Needs a namespace Role: list/watch endpointslices
-	// and services, get/list/watch pods.
+	// and services, get/watch pods (the own pod only is read).
 	ModeEndpointSlices Mode = "endpointslices"
 	// ModeKubeProxy adds the confirmation by every node's kube-proxy healthz.
 	// Needs a ClusterRole with list on nodes and egress to the nodes' healthz

@@ -12,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -118,13 +116,13 @@ func (o *Observer) Run(ctx context.Context) error {
 	ns := o.cfg.Identity.Namespace
 	factory := informers.NewSharedInformerFactoryWithOptions(o.client, 0,
 		informers.WithNamespace(ns), informers.WithTransform(trim))
-	podFactory := informers.NewSharedInformerFactoryWithOptions(o.client, 0,
-		informers.WithNamespace(ns), informers.WithTransform(trim),
-		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
-			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.cfg.Identity.PodName).String()
-		}))
+	podInf, err := o.ownPodInformer()
+	if err != nil {
+		return err
+	}
+	var podDone sync.WaitGroup
+	defer podDone.Wait()
 	defer factory.Shutdown()
-	defer podFactory.Shutdown()
 	defer o.http.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before Shutdown, which waits for the informers to stop
@@ -137,11 +135,11 @@ func (o *Observer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := o.inform(podFactory.Core().V1().Pods().Informer(), "pods", o.applyPod); err != nil {
+	if _, err := o.inform(podInf, "pods", o.applyPod); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
-	podFactory.Start(ctx.Done())
+	podDone.Go(func() { podInf.RunWithContext(ctx) })
 	if !cache.WaitForCacheSync(ctx.Done(), sliceReg.HasSynced, svcReg.HasSynced) {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/status"
 )
 
@@ -23,6 +24,10 @@ type loop struct {
 	master   int
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
+	mode     routing.Mode
+	routing  routingObserver // nil when routing is off
+
+	podGraceSeen bool // the pod's own grace period was applied to the deadline
 
 	ready    bool
 	lastObs  observation
@@ -70,6 +75,9 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		if !l.drain.StopRequested(now) {
 			l.log.Info("stop request ignored: a drain is under way", "signal", conf.SignalName(sig))
 			return
+		}
+		if l.routing != nil {
+			l.routing.StopRequested(now)
 		}
 		st := l.drain.Status(now)
 		l.log.Info("drain started", "signal", conf.SignalName(sig), "bound", st.BoundAt, "deadline", st.Deadline)
@@ -141,6 +149,7 @@ func (l *loop) markReady(via string) {
 // step lets the drain decide and carries out what it decided.
 func (l *loop) step() {
 	now := l.now()
+	l.feedRouting(now)
 	switch l.drain.Tick(now) {
 	case drain.SoftStop:
 		st := l.drain.Status(now)
@@ -160,6 +169,27 @@ func (l *loop) step() {
 	if !l.hardAt.IsZero() && !l.killed && now.Sub(l.hardAt) >= killAfter(l.settings.Margin) {
 		l.log.Error("haproxy did not exit after the hard stop: killing its process group", "pid", l.master)
 		l.killGroup()
+	}
+}
+
+// feedRouting hands the routing verdict to the drain, and the pod's own
+// grace period once the routing watch has seen it.
+func (l *loop) feedRouting(now time.Time) {
+	if l.routing == nil {
+		return
+	}
+	l.drain.SetRouting(l.routing.Routing(now), now)
+	st := l.drain.Status(now)
+	if l.podGraceSeen || st.StopAt.IsZero() {
+		return
+	}
+	if grace, ok := l.routing.PodGracePeriod(); ok {
+		l.podGraceSeen = true
+		deadline := st.StopAt.Add(grace - l.settings.Margin)
+		l.drain.SetDeadline(deadline)
+		if deadline.Before(st.Deadline) {
+			l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", deadline)
+		}
 	}
 }
 
@@ -201,7 +231,7 @@ func (l *loop) publish() {
 		Phase:     st.Phase,
 		MasterPID: l.master,
 		Drain:     st,
-		Settings:  statusSettings(l.settings),
+		Settings:  statusSettings(l.settings, l.mode),
 		Workers:   []status.Worker{},
 	}
 	if o := l.lastObs; o.obs.Err != nil {

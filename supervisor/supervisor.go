@@ -36,6 +36,7 @@ import (
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/metrics"
+	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -69,6 +70,10 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if err := sv.prepare(); err != nil {
 		return ExitConfig, err
 	}
+	obs, mode, err := newRouting(s, sv.log)
+	if err != nil {
+		return ExitConfig, err
+	}
 	notify := supportsNotify(ctx, path)
 
 	// From here on, every child is waited for by reapAll only.
@@ -79,15 +84,19 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		sv.log.Warn("cannot become child subreaper: orphans may stay zombies", "err", err)
 	}
 
-	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s)})
+	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, mode)})
 	srv, err := status.Listen(s.StatusSocket, board, sv.log.With("component", "status"))
 	if err != nil {
 		return ExitConfig, err
 	}
 	defer srv.Close()
+	var actors []func(context.Context) error // run beside the loop, stopped with it
 	serveMetrics, err := sv.listenMetrics(board)
 	if err != nil {
 		return ExitConfig, err
+	}
+	if serveMetrics != nil {
+		actors = append(actors, serveMetrics)
 	}
 
 	env := os.Environ()
@@ -117,8 +126,13 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		master:   master,
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
+		mode:     mode,
 	}
-	return l.runGroup(ctx, sigs, srv, nl, serveMetrics)
+	if obs != nil {
+		l.routing = obs
+		actors = append(actors, routingActor(obs, sv.log.With("component", "routing")))
+	}
+	return l.runGroup(ctx, sigs, srv, nl, actors)
 }
 
 // prepare creates the socket directories and writes the override file, and
@@ -145,9 +159,10 @@ func (sv *Supervisor) prepare() error {
 }
 
 // runGroup runs the loop with its helpers as one oklog/run group: the loop
-// returns when the master is gone, which stops the poller, the status server
-// and the notify listener.
-func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.Server, nl *notifyListener, serveMetrics func(context.Context) error) (int, error) {
+// returns when the master is gone, which stops the poller, the status server,
+// the notify listener and the other actors (metrics, routing), which must
+// return when ctx ends.
+func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.Server, nl *notifyListener, actors []func(context.Context) error) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	obs := make(chan observation, 1)
@@ -166,8 +181,8 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 	}
 	g.Add(func() error { return p.run(ctx, obs) }, func(error) { cancel() })
 	g.Add(srv.Serve, func(error) { srv.Close() })
-	if serveMetrics != nil {
-		g.Add(func() error { return serveMetrics(ctx) }, func(error) { cancel() })
+	for _, a := range actors {
+		g.Add(func() error { return a(ctx) }, func(error) { cancel() })
 	}
 	if nl != nil {
 		done := make(chan struct{})
@@ -238,13 +253,13 @@ func drainSettings(s conf.Settings) drain.Settings {
 	return drain.Settings{QuietPeriod: s.QuietPeriod, MaxWait: s.MaxWait, GracePeriod: s.GracePeriod, Margin: s.Margin}
 }
 
-func statusSettings(s conf.Settings) status.Settings {
+func statusSettings(s conf.Settings, mode routing.Mode) status.Settings {
 	return status.Settings{
 		GracePeriod:  status.Duration(s.GracePeriod),
 		QuietPeriod:  status.Duration(s.QuietPeriod),
 		MaxWait:      status.Duration(s.MaxWait),
 		Margin:       status.Duration(s.Margin),
 		PollInterval: status.Duration(s.PollInterval),
-		Routing:      "off",
+		Routing:      string(mode),
 	}
 }

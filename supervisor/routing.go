@@ -1,0 +1,102 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing"
+)
+
+// routingObserver is what the loop needs of routing/.
+type routingObserver interface {
+	Routing(now time.Time) drain.Routing
+	StopRequested(now time.Time)
+	PodGracePeriod() (time.Duration, bool)
+}
+
+// newRouting builds the routing observer for the settings' mode. It returns
+// a nil observer for mode off, and for auto when no credentials or pod
+// identity are there (said in the log). An explicit mode that cannot work is
+// an error, before HAProxy starts.
+func newRouting(s conf.Settings, log *slog.Logger) (*routing.Observer, routing.Mode, error) {
+	mode := s.Routing
+	explicit := mode != conf.RoutingAuto
+	if mode == conf.RoutingOff {
+		return nil, routing.ModeOff, nil
+	}
+	cfg, credsErr := restConfig(s.Kubeconfig)
+	id, idErr := routing.IdentityFromEnv(os.Getenv)
+	if !explicit {
+		if credsErr != nil {
+			log.Info("routing observation off: no in-cluster credentials and no --kubeconfig; the quiet period decides", "why", credsErr.Error())
+			return nil, routing.ModeOff, nil
+		}
+		if idErr != nil {
+			log.Warn("routing observation off: the pod's identity is missing; the quiet period decides", "err", idErr)
+			return nil, routing.ModeOff, nil
+		}
+		mode = conf.RoutingEndpointSlices
+	}
+	if credsErr != nil {
+		return nil, "", fmt.Errorf("--routing %s needs in-cluster credentials or --kubeconfig: %w", mode, credsErr)
+	}
+	if idErr != nil {
+		return nil, "", fmt.Errorf("--routing %s: %w", mode, idErr)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("build a Kubernetes client: %w", err)
+	}
+	obs, err := routing.New(routing.Config{
+		Mode:          routing.Mode(mode),
+		Identity:      id,
+		HealthzPort:   s.KubeProxyHealthzPort,
+		MinSyncPeriod: s.KubeProxyMinSyncPeriod,
+	}, client, log.With("component", "routing"))
+	if err != nil {
+		return nil, "", err
+	}
+	log.Info("routing observation on", "mode", mode, "pod", id.Namespace+"/"+id.PodName, "node", id.NodeName)
+	return obs, routing.Mode(mode), nil
+}
+
+// restConfig reads the kubeconfig when one is given, otherwise the pod's
+// service account.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("read kubeconfig %s: %w", kubeconfig, err)
+		}
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "hapsuper"
+	cfg.QPS, cfg.Burst = 5, 10 // a few lists and watches: keep off the apiserver's back
+	return cfg, nil
+}
+
+// routingActor runs the observer for the life of the supervisor. A failed
+// observer is logged and never ends the group: routing then reads as not
+// observed, and the drain still has the quiet period and the bound.
+func routingActor(obs *routing.Observer, log *slog.Logger) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := obs.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("routing observation stopped: drains fall back to the quiet period", "err", err)
+			<-ctx.Done()
+		}
+		return nil
+	}
+}
