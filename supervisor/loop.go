@@ -27,7 +27,8 @@ type loop struct {
 	mode     routing.Mode
 	routing  routingObserver // nil when routing is off
 
-	podGraceSeen bool // the pod's own grace period was applied to the deadline
+	podGraceSeen bool          // the pod's own grace period was applied to the deadline
+	lastRouting  drain.Routing // for logging its changes
 
 	ready    bool
 	lastObs  observation
@@ -178,7 +179,12 @@ func (l *loop) feedRouting(now time.Time) {
 	if l.routing == nil {
 		return
 	}
-	l.drain.SetRouting(l.routing.Routing(now), now)
+	r := l.routing.Routing(now)
+	if r != l.lastRouting {
+		l.lastRouting = r
+		l.log.Info("routing", "state", string(r.State), "detail", r.Detail)
+	}
+	l.drain.SetRouting(r, now)
 	st := l.drain.Status(now)
 	if l.podGraceSeen || st.StopAt.IsZero() {
 		return
