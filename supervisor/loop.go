@@ -26,6 +26,7 @@ type loop struct {
 	now      func() time.Time
 	mode     routing.Mode
 	routing  routingObserver // nil when routing is off
+	announce *announcer      // nil when routing is off
 
 	podGraceSeen bool          // the pod's own grace period was applied to the deadline
 	lastRouting  drain.Routing // for logging its changes
@@ -158,6 +159,9 @@ func (l *loop) step() {
 			"duration_s", st.SoftStopAt.Sub(st.StopAt).Seconds())
 		if st.Reason == drain.ReasonBound || st.Reason == drain.ReasonUnavailable || st.Reason == drain.ReasonUnverified {
 			l.log.Warn("drain could not observe everything", "reason", string(st.Reason), "detail", st.Detail)
+		}
+		if l.announce != nil {
+			l.announce.drainEnded(st)
 		}
 		l.log.Info("soft stop", "pid", l.master)
 		l.signalMaster(syscall.SIGUSR1)

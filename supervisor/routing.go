@@ -24,38 +24,47 @@ type routingObserver interface {
 	PodGracePeriod() (time.Duration, bool)
 }
 
-// newRouting builds the routing observer for the settings' mode. It returns
-// a nil observer for mode off, and for auto when no credentials or pod
-// identity are there (said in the log). An explicit mode that cannot work is
-// an error, before HAProxy starts.
-func newRouting(s conf.Settings, log *slog.Logger) (*routing.Observer, routing.Mode, error) {
+// routingSetup is what the routing modes bring: the observer, and the
+// announcer of the drain's end as an Event on the pod.
+type routingSetup struct {
+	mode     routing.Mode
+	observer *routing.Observer // nil when off
+	announce *announcer        // nil when off
+}
+
+// newRouting builds the routing observer for the settings' mode. Mode off,
+// and auto without credentials or pod identity (said in the log), give a
+// setup without observer. An explicit mode that cannot work is an error,
+// before HAProxy starts.
+func newRouting(s conf.Settings, log *slog.Logger) (routingSetup, error) {
+	off := routingSetup{mode: routing.ModeOff}
 	mode := s.Routing
 	explicit := mode != conf.RoutingAuto
 	if mode == conf.RoutingOff {
-		return nil, routing.ModeOff, nil
+		return off, nil
 	}
 	cfg, credsErr := restConfig(s.Kubeconfig)
 	id, idErr := routing.IdentityFromEnv(os.Getenv)
 	if !explicit {
 		if credsErr != nil {
 			log.Info("routing observation off: no in-cluster credentials and no --kubeconfig; the quiet period decides", "why", credsErr.Error())
-			return nil, routing.ModeOff, nil
+			return off, nil
 		}
 		if idErr != nil {
 			log.Warn("routing observation off: the pod's identity is missing; the quiet period decides", "err", idErr)
-			return nil, routing.ModeOff, nil
+			return off, nil
 		}
 		mode = conf.RoutingEndpointSlices
 	}
 	if credsErr != nil {
-		return nil, "", fmt.Errorf("--routing %s needs in-cluster credentials or --kubeconfig: %w", mode, credsErr)
+		return off, fmt.Errorf("--routing %s needs in-cluster credentials or --kubeconfig: %w", mode, credsErr)
 	}
 	if idErr != nil {
-		return nil, "", fmt.Errorf("--routing %s: %w", mode, idErr)
+		return off, fmt.Errorf("--routing %s: %w", mode, idErr)
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, "", fmt.Errorf("build a Kubernetes client: %w", err)
+		return off, fmt.Errorf("build a Kubernetes client: %w", err)
 	}
 	obs, err := routing.New(routing.Config{
 		Mode:          routing.Mode(mode),
@@ -64,10 +73,14 @@ func newRouting(s conf.Settings, log *slog.Logger) (*routing.Observer, routing.M
 		MinSyncPeriod: s.KubeProxyMinSyncPeriod,
 	}, client, log.With("component", "routing"))
 	if err != nil {
-		return nil, "", err
+		return off, err
 	}
 	log.Info("routing observation on", "mode", mode, "pod", id.Namespace+"/"+id.PodName, "node", id.NodeName)
-	return obs, routing.Mode(mode), nil
+	return routingSetup{
+		mode:     routing.Mode(mode),
+		observer: obs,
+		announce: newAnnouncer(client, id, log.With("component", "event")),
+	}, nil
 }
 
 // restConfig reads the kubeconfig when one is given, otherwise the pod's

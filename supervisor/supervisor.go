@@ -70,7 +70,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if err := sv.prepare(); err != nil {
 		return ExitConfig, err
 	}
-	obs, mode, err := newRouting(s, sv.log)
+	rs, err := newRouting(s, sv.log)
 	if err != nil {
 		return ExitConfig, err
 	}
@@ -84,7 +84,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		sv.log.Warn("cannot become child subreaper: orphans may stay zombies", "err", err)
 	}
 
-	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, mode)})
+	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, rs.mode)})
 	srv, err := status.Listen(s.StatusSocket, board, sv.log.With("component", "status"))
 	if err != nil {
 		return ExitConfig, err
@@ -126,11 +126,12 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		master:   master,
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
-		mode:     mode,
+		mode:     rs.mode,
 	}
-	if obs != nil {
-		l.routing = obs
-		actors = append(actors, routingActor(obs, sv.log.With("component", "routing")))
+	if rs.observer != nil {
+		l.routing = rs.observer
+		l.announce = rs.announce
+		actors = append(actors, routingActor(rs.observer, sv.log.With("component", "routing")), rs.announce.run)
 	}
 	return l.runGroup(ctx, sigs, srv, nl, actors)
 }

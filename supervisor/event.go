@@ -1,0 +1,89 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing"
+)
+
+// eventTimeout bounds the one API call that reports a drain's end.
+const eventTimeout = 2 * time.Second
+
+// announcer reports the end of a drain as a Kubernetes Event on the pod, in
+// the routing modes (it needs `create` on events). It is best effort: a
+// refused or slow call is logged and changes nothing else.
+type announcer struct {
+	client kubernetes.Interface
+	pod    routing.Identity
+	log    *slog.Logger
+	ends   chan drain.Status // capacity 1: one drain per process
+}
+
+func newAnnouncer(client kubernetes.Interface, pod routing.Identity, log *slog.Logger) *announcer {
+	return &announcer{client: client, pod: pod, log: log, ends: make(chan drain.Status, 1)}
+}
+
+// drainEnded hands the result to run without blocking the loop.
+func (a *announcer) drainEnded(st drain.Status) {
+	select {
+	case a.ends <- st:
+	default: // one already queued: a drain ends once
+	}
+}
+
+// run posts the Event when the drain ends, until ctx ends.
+func (a *announcer) run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case st := <-a.ends:
+		a.post(ctx, st)
+		<-ctx.Done() // an actor returns only when the group stops
+		return nil
+	}
+}
+
+func (a *announcer) post(ctx context.Context, st drain.Status) {
+	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
+	if _, err := a.client.EventsV1().Events(a.pod.Namespace).Create(ctx, a.event(st), metav1.CreateOptions{}); err != nil {
+		a.log.Warn("drain event not recorded: grant `create` on events to report drains on the pod", "err", err)
+		return
+	}
+	a.log.Debug("drain event recorded", "pod", a.pod.Namespace+"/"+a.pod.PodName)
+}
+
+func (a *announcer) event(st drain.Status) *eventsv1.Event {
+	typ := corev1.EventTypeNormal
+	switch st.Reason {
+	case drain.ReasonBound, drain.ReasonUnavailable, drain.ReasonUnverified:
+		typ = corev1.EventTypeWarning
+	}
+	note := fmt.Sprintf("drain ended %s after %s", st.Reason, st.SoftStopAt.Sub(st.StopAt).Round(time.Millisecond))
+	if st.Detail != "" {
+		note += ": " + st.Detail
+	}
+	if len(note) > 1024 { // the API's limit on note
+		note = note[:1021] + "..."
+	}
+	return &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: a.pod.PodName + ".", Namespace: a.pod.Namespace},
+		EventTime:           metav1.NewMicroTime(st.SoftStopAt),
+		ReportingController: "hapsuper",
+		ReportingInstance:   a.pod.PodName,
+		Action:              "Drain",
+		Reason:              "DrainEnded",
+		Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: a.pod.Namespace, Name: a.pod.PodName},
+		Note:                note,
+		Type:                typ,
+	}
+}
