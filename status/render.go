@@ -16,6 +16,9 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "phase:\t%s\n", s.Phase)
 	fmt.Fprintf(tw, "master pid:\t%d\n", s.MasterPID)
+	if s.Settings.Routing != "" {
+		fmt.Fprintf(tw, "routing observation:\t%s\n", s.Settings.Routing)
+	}
 	if s.PollError != "" {
 		fmt.Fprintf(tw, "master CLI:\tFAILING: %s\n", s.PollError)
 	} else if !s.ObservedAt.IsZero() {

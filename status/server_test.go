@@ -128,6 +128,7 @@ func TestRender(t *testing.T) {
 	s := Snapshot{
 		Phase:     drain.Stopping,
 		MasterPID: 10,
+		Settings:  Settings{Routing: "kube-proxy"},
 		Drain: drain.Status{
 			Phase: drain.Stopping, StopAt: t0, BoundAt: t0.Add(18 * time.Second), Deadline: t0.Add(28 * time.Second),
 			SoftStopAt: t0.Add(2500 * time.Millisecond), Reason: drain.ReasonQuiet,
@@ -140,7 +141,7 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"phase:", "stopping", "reason:", "quiet", "soft stop:", "2.5s after the stop request",
-		"deadline:", "in 25s", "condition quiet:", "met, last change 2.5s ago", "11", "current", "old", "99"} {
+		"deadline:", "in 25s", "routing observation:", "kube-proxy", "condition quiet:", "met, last change 2.5s ago", "11", "current", "old", "99"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("Render output lacks %q:\n%s", want, b.String())
 		}
