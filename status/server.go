@@ -88,16 +88,14 @@ func (s *Server) handle(conn *net.UnixConn) {
 	if err := checkPeer(conn); err != nil {
 		s.log.Warn("status request refused", "err", err)
 		enc.Encode(Snapshot{Error: err.Error()})
+		drainRequest(conn) // the request is still unread
 		return
 	}
 	line, err := bufio.NewReaderSize(conn, maxRequestLine).ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
 		enc.Encode(Snapshot{Error: "request too long: send \"status\\n\""})
-		// Read what is left (bounded, within the deadline) so that closing
-		// does not reset the connection before the peer reads the reply.
-		conn.CloseWrite()
-		io.Copy(io.Discard, io.LimitReader(conn, maxDiscard))
+		drainRequest(conn)
 		return
 	case err != nil && !errors.Is(err, io.EOF):
 		return // timed out or reset: nobody to answer
@@ -108,6 +106,15 @@ func (s *Server) handle(conn *net.UnixConn) {
 	default:
 		enc.Encode(Snapshot{Error: fmt.Sprintf("unknown request %q: send \"status\\n\"", truncate(req, 32))})
 	}
+}
+
+// drainRequest ends the reply and reads what the peer still sends (bounded,
+// within the deadline): closing a unix socket with unread input resets the
+// connection, and the peer would lose the reply (or fail to send its request
+// and never read the reply).
+func drainRequest(conn *net.UnixConn) {
+	conn.CloseWrite()
+	io.Copy(io.Discard, io.LimitReader(conn, maxDiscard))
 }
 
 // checkPeer refuses peers of another user: the socket is 0600, but a

@@ -104,12 +104,33 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 // routingActor runs the observer for the life of the supervisor. A failed
 // observer is logged and never ends the group: routing then reads as not
 // observed, and the drain still has the quiet period and the bound.
+//
+// Once ctx ends it waits at most routingStopWait for the observer: client-go
+// (v0.37.2) sleeps out a watch-list retry backoff, up to a minute with
+// jitter, without looking at its stop channel, and an apiserver that cannot
+// be reached must not keep hapsuper alive after HAProxy exited (measured:
+// 4-6 s, and past the grace period with a longer outage). The observer's
+// goroutine is then left to the process's exit.
 func routingActor(obs *routing.Observer, log *slog.Logger) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		if err := obs.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("routing observation stopped: drains fall back to the quiet period", "err", err)
-			<-ctx.Done()
+		done := make(chan error, 1)
+		go func() { done <- obs.Run(ctx) }()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("routing observation stopped: drains fall back to the quiet period", "err", err)
+				<-ctx.Done()
+			}
+		case <-ctx.Done():
+			select {
+			case <-done:
+			case <-time.After(routingStopWait):
+				log.Warn("routing watch did not stop in time: exiting without it", "waited", routingStopWait.String())
+			}
 		}
 		return nil
 	}
 }
+
+// routingStopWait bounds the wait for the routing watch once hapsuper stops.
+const routingStopWait = 500 * time.Millisecond

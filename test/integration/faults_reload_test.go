@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFault_ReloadStormDuringDrain: from the start of the drain until
+// hapsuper exits, a reload comes every 200 ms, alternately asked of hapsuper
+// (SIGHUP) and of the master CLI (`reload`, as a controller does), while a
+// client sends for 3 s. Nothing the client sent fails; the drain does not
+// end while the client sends, and ends after it stops (quiet, or at the
+// bound when the master's re-executions keep failing polls); hapsuper exits
+// before the SIGKILL would be due, reaps every child meanwhile, and leaves
+// no HAProxy process.
+func TestFault_ReloadStormDuringDrain(t *testing.T) {
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		b := faultBudget
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		s := startSupervisor(t, h, dir, cfg.write(t, dir), b.flags()...)
+		s.waitReady(cfg.webAddr())
+		zombies := watchZombies(s)
+
+		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		term := s.signal(syscall.SIGTERM)
+		s.waitLog("drain started", 2*time.Second)
+		storm := startReloadStorm(s, 200*time.Millisecond)
+		time.Sleep(3 * time.Second)
+		if l, ok := s.findLog("drain ended"); ok {
+			t.Errorf("drain ended %s after SIGTERM while the client was still sending (%s: %s)",
+				l.at.Sub(term), l.str("reason"), l.str("detail"))
+		}
+		cont.stop()
+		ended := s.waitLog("drain ended", b.bound())
+		soft := s.waitLog("soft stop", time.Second)
+		code, exitAt := s.waitExit(b.grace)
+		storm.stop()
+		long := zombies.stop()
+		last := cont.rec.lastStart()
+		t.Log(cont.rec.summary())
+		t.Logf("%s; %d reloads logged by hapsuper, %d ignored once stopping", storm, s.countLog("reload"),
+			s.countLog("reload ignored: HAProxy is stopping"))
+		t.Logf("client stopped %s after SIGTERM; drain ended %s after SIGTERM (%s: %s); soft stop %s; %d hard stop; exit %d",
+			last.Sub(term), ended.at.Sub(term), ended.str("reason"), ended.str("detail"), soft.at.Sub(term),
+			s.countLog("hard stop"), code)
+		t.Logf("zombie children of hapsuper: %d seen, %d for longer than %s", zombies.seen(), len(long), zombieGrace)
+
+		if storm.sighups.Load() < 5 || storm.cliOK.Load() < 5 {
+			t.Errorf("%s: too few reloads to call it a storm", storm)
+		}
+		if bad := cont.rec.failures(); len(bad) > 0 {
+			t.Errorf("%d failed requests during the reload storm:%s", len(bad), describe(bad, 5))
+		}
+		switch r := ended.str("reason"); r {
+		case "quiet":
+			checkQuietEnd(t, ended, last)
+		case "bound", "unavailable":
+			if d := ended.at.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
+				t.Errorf("drain ended %s (%s) after SIGTERM, want at the bound %s", d, r, b.bound())
+			}
+		default:
+			t.Errorf("drain ended with reason %q, want quiet (or bound/unavailable at the bound)", r)
+		}
+		if !ended.at.After(last) {
+			t.Errorf("drain ended before the client's last request")
+		}
+		if code != 0 {
+			t.Errorf("exit code %d, want 0", code)
+		}
+		checkExitInBudget(t, b, term, exitAt, b.exitLimit())
+		checkServedBeforeSoftStop(t, soft.at, cont.rec)
+		for _, z := range long {
+			t.Errorf("zombie child of hapsuper not reaped within %s: %s", zombieGrace, z)
+		}
+		checkNoHAProxyLeft(t, dir)
+	})
+}
+
+// reloadStorm reloads HAProxy every interval until stopped, hapsuper
+// exits or 30 s pass: SIGHUP to hapsuper and `reload` on the master CLI in
+// turn.
+type reloadStorm struct {
+	sighups, cliOK, cliFailed atomic.Int64
+	quit, done                chan struct{}
+}
+
+func startReloadStorm(s *supervisor, interval time.Duration) *reloadStorm {
+	r := &reloadStorm{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		end := time.After(30 * time.Second)
+		for i := 0; ; i++ {
+			select {
+			case <-r.quit:
+				return
+			case <-s.exitedCh:
+				return
+			case <-end:
+				return
+			case <-tick.C:
+			}
+			if i%2 == 0 {
+				if syscall.Kill(s.pid, syscall.SIGHUP) == nil {
+					r.sighups.Add(1)
+				}
+				continue
+			}
+			if _, err := masterCommand(s.master, "reload"); err != nil {
+				r.cliFailed.Add(1) // the 2.6 master refuses connections while it re-execs
+			} else {
+				r.cliOK.Add(1)
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reloadStorm) stop() {
+	close(r.quit)
+	<-r.done
+}
+
+func (r *reloadStorm) String() string {
+	return fmt.Sprintf("reload storm: %d SIGHUP, %d master CLI reloads answered, %d refused",
+		r.sighups.Load(), r.cliOK.Load(), r.cliFailed.Load())
+}
+
+// zombieGrace is how long a child of hapsuper may stay a zombie: the time
+// for its SIGCHLD (or the loop's tick, when signals coalesce) to be handled.
+const zombieGrace = 500 * time.Millisecond
+
+// zombieWatch samples hapsuper's zombie children every 50 ms until stopped
+// or hapsuper exits, noting when each was first and last seen.
+type zombieWatch struct {
+	quit, done chan struct{}
+	mu         sync.Mutex
+	first      map[int]time.Time
+	last       map[int]time.Time
+	info       map[int]procInfo
+}
+
+func watchZombies(s *supervisor) *zombieWatch {
+	z := &zombieWatch{quit: make(chan struct{}), done: make(chan struct{}),
+		first: map[int]time.Time{}, last: map[int]time.Time{}, info: map[int]procInfo{}}
+	go func() {
+		defer close(z.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-z.quit:
+				return
+			case <-s.exitedCh:
+				return
+			case <-tick.C:
+			}
+			now := time.Now()
+			z.mu.Lock()
+			for _, p := range zombiesOf(s.pid) {
+				if _, ok := z.first[p.pid]; !ok {
+					z.first[p.pid], z.info[p.pid] = now, p
+				}
+				z.last[p.pid] = now
+			}
+			z.mu.Unlock()
+		}
+	}()
+	return z
+}
+
+// stop ends the watch and describes the zombies seen for longer than
+// zombieGrace.
+func (z *zombieWatch) stop() []string {
+	select {
+	case <-z.quit:
+	default:
+		close(z.quit)
+	}
+	<-z.done
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	var long []string
+	for pid, first := range z.first {
+		if d := z.last[pid].Sub(first); d > zombieGrace {
+			long = append(long, fmt.Sprintf("pid %d (%s) a zombie for at least %s", pid, z.info[pid].comm, d))
+		}
+	}
+	return long
+}
+
+func (z *zombieWatch) seen() int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return len(z.first)
+}
