@@ -103,6 +103,9 @@ func (c *Client) sampleWorkers(ctx context.Context, batch []Process) ([]WorkerSa
 	if splitErr == nil {
 		return samples, nil
 	}
+	if len(outputs) == len(cmds) { // every output came, then more data: no worker to blame
+		return samples, fmt.Errorf("sample workers %s: %w", pids(batch), splitErr)
+	}
 	p, command := batch[len(outputs)/2], "show info"
 	if len(outputs)%2 == 1 {
 		command = "show stat"
