@@ -205,7 +205,7 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool, er
 // derivedMaxWait is two thirds of the stop budget, so the soft stop keeps a
 // third of it; rounded down to the millisecond.
 func derivedMaxWait(grace, margin time.Duration) time.Duration {
-	return ((grace - margin) * 2 / 3).Truncate(time.Millisecond)
+	return ((grace - margin) / 3 * 2).Truncate(time.Millisecond) // divide first: no overflow
 }
 
 // source says where a setting came from, for error messages.

@@ -12,6 +12,18 @@ const minPollInterval = 10 * time.Millisecond
 // (max wait) must leave time for the soft stop, and the quiet period must
 // fit in the drain.
 func validate(s Settings, src source) error {
+	for _, p := range []struct{ name, v string }{
+		{"master-socket", s.MasterSocket},
+		{"status-socket", s.StatusSocket},
+		{"override-file", s.OverrideFile},
+	} {
+		if p.v == "" {
+			return fmt.Errorf("%s is empty: give a path, or leave it out for the default", src.label(p.name, `""`))
+		}
+	}
+	if s.HAProxy[0] == "" {
+		return fmt.Errorf("HAProxy's command after -- starts with an empty binary name: give the haproxy binary or its flags")
+	}
 	positive := []struct {
 		name string
 		d    time.Duration

@@ -144,6 +144,11 @@ func (h *Harness) APIServer() netip.AddrPort {
 	return netip.AddrPortFrom(h.slot.hostIP(), uint16(h.slot.apiserverPort()))
 }
 
+// APIServerProcess returns the kube-apiserver process, for tests that stop
+// it (Kill: teardown then expects it gone). Nothing that needs the API
+// works afterwards.
+func (h *Harness) APIServerProcess() *Process { return h.apiserver }
+
 // Node returns node i, counting from 1 (node i is named "node<i>").
 func (h *Harness) Node(i int) *Node {
 	if i < 1 || i > len(h.nodes) {
