@@ -1,7 +1,9 @@
 # The module's test entry points.
 #
-#   make test         every test of the module (test/integration and test/k8s
-#                     included: they need HAProxy and the Kubernetes binaries)
+#   make test         every test of the module under the race detector
+#                     (test/integration and test/k8s included: they need
+#                     root, HAProxy and the Kubernetes binaries), then every
+#                     fuzz target briefly (3s each)
 #   make fuzz         every fuzz target for FUZZTIME (default 60s), one after
 #                     the other, then a table of time, execs and result per
 #                     target; the list is in hack/fuzz.sh
@@ -15,7 +17,8 @@ FUZZPARALLEL ?= 1
 .PHONY: test fuzz fuzz-short
 
 test:
-	go test -count=1 -timeout 40m -v ./...
+	go test -race -count=1 -timeout 60m -v ./...
+	FUZZTIME=3s FUZZPARALLEL=$(FUZZPARALLEL) hack/fuzz.sh
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) FUZZPARALLEL=$(FUZZPARALLEL) hack/fuzz.sh
