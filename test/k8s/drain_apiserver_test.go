@@ -1,0 +1,81 @@
+package k8s_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// kube-apiserver is killed during the termination of web-a. hapsuper must
+// not crash or hang on its broken watches, must exit 0 before the grace
+// period, must never claim routed-away from what it could not see, and no
+// request sent before the drain ended fails.
+func TestDrain_APIServerKilled(t *testing.T) {
+	// Killed right after the delete, before the EndpointSlice controller
+	// could write the slice (or just after): nothing is withdrawn anywhere,
+	// the drain runs to the bound.
+	t.Run("before the slice update", func(t *testing.T) {
+		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
+		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		time.Sleep(500 * time.Millisecond)
+		a.deleteOnly(t)
+		killAPIServer(t, e)
+		a.sigterm(t)
+		r := a.afterStop(t, tr, false)
+
+		checkNoFailures(t, tr, r.ended)
+		if r.reason != "bound" && r.reason != "unverified" {
+			t.Errorf("drain ended %q (%s): want bound or unverified", r.reason, r.detail)
+		}
+		if !r.withdrawn.IsZero() {
+			t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver gone", r.withdrawn.Sub(r.deleted))
+		}
+	})
+	// Killed once hapsuper's watch saw the slice withdraw web-a, before the
+	// SIGTERM: the kube-proxies have the change, but hapsuper cannot list
+	// the nodes to ask them, so the quiet period decides: unverified.
+	t.Run("after the slice update", func(t *testing.T) {
+		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
+		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		time.Sleep(500 * time.Millisecond)
+		a.deleteOnly(t)
+		if _, ok := a.log.wait("routing path withdrawn in the API", nil, 5*time.Second, a.done); !ok {
+			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.log.tail(20))
+		}
+		killAPIServer(t, e)
+		a.sigterm(t)
+		r := a.afterStop(t, tr, false)
+
+		checkNoFailures(t, tr, time.Time{})
+		checkReason(t, r, "unverified")
+		if !strings.Contains(r.detail, "list nodes") {
+			t.Errorf("drain detail %q: want it to say the nodes could not be listed", r.detail)
+		}
+		if !r.withdrawn.IsZero() {
+			t.Errorf("hapsuper logged routing withdrawn at +%v without any kube-proxy confirmation", r.withdrawn.Sub(r.deleted))
+		}
+	})
+}
+
+// deleteOnly deletes the Pod object (grace drainGrace) without the SIGTERM.
+func (p *hapPod) deleteOnly(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.e.h.DeletePod(ctx, p.Pod, drainGrace); err != nil {
+		t.Fatal(err)
+	}
+	p.deletedAt = time.Now()
+}
+
+func killAPIServer(t *testing.T, e *drainEnv) {
+	t.Helper()
+	at := time.Now()
+	if err := e.h.APIServerProcess().Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver killed in %v", time.Since(at).Round(time.Millisecond))
+}

@@ -1,0 +1,97 @@
+package k8s_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// The Service's only pod terminates: kube-proxy falls back to its
+// serving-terminating endpoint, so routing stays pending, the drain holds
+// the listeners open until the bound, and nothing sent during the drain is
+// refused.
+func TestDrain_LastReadyPod(t *testing.T) {
+	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
+	url := e.service(t, "web", false)
+	a := e.startPod(t, 1, "web-a", "web")
+	a.ready(t)
+	e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
+	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	time.Sleep(500 * time.Millisecond)
+	r := a.drainUnder(t, tr, true)
+
+	checkNoFailures(t, tr, r.ended)
+	checkBound(t, r)
+	served := tr.where(func(o outcome) bool { return o.pod == "web-a" && o.sent.After(r.term.Add(drainBound/2)) })
+	if len(served) == 0 {
+		t.Errorf("web-a answered nothing in the second half of its drain: the fallback was not exercised")
+	}
+}
+
+// internalTrafficPolicy Local: each node routes only to its own pods, and
+// falls back, per node, to its own serving-terminating ones.
+func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
+	// Another ready pod on web-a's node: node1 routes there at once.
+	t.Run("other pod on the node", func(t *testing.T) {
+		e := newDrainEnv(t, k8stest.Options{Nodes: 2})
+		url := e.service(t, "web", true)
+		a := e.startPod(t, 1, "web-a", "web")
+		a.ready(t)
+		e.startPlainPod(t, 1, "web-a2", "web")
+		e.startPlainPod(t, 2, "web-b", "web")
+		e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-a2"}, 2: {"web-b"}})
+		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		time.Sleep(500 * time.Millisecond)
+		r := a.drainUnder(t, tr, true)
+
+		checkNoFailures(t, tr, time.Time{})
+		checkReason(t, r, "routed-away")
+		checkNoDNATAfterWithdrawn(t, tr, r)
+		if n := tr.where(func(o outcome) bool { return o.node == "node2" && o.pod != "web-b" }); len(n) > 0 {
+			t.Errorf("node2 reached pods other than its own (internalTrafficPolicy Local):%s", describe(n, 5))
+		}
+	})
+	// The only other ready pod is on node2: node1 keeps routing to
+	// web-a (its serving-terminating endpoint) until the bound.
+	t.Run("other pod on the other node only", func(t *testing.T) {
+		e := newDrainEnv(t, k8stest.Options{Nodes: 2})
+		url := e.service(t, "web", true)
+		a := e.startPod(t, 1, "web-a", "web")
+		a.ready(t)
+		e.startPlainPod(t, 2, "web-b", "web")
+		e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-b"}})
+		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		time.Sleep(500 * time.Millisecond)
+		r := a.drainUnder(t, tr, true)
+
+		checkNoFailures(t, tr, r.ended)
+		checkBound(t, r)
+		if !strings.Contains(r.detail, "node") {
+			t.Logf("detail does not name the node: %q", r.detail)
+		}
+		served := tr.where(func(o outcome) bool {
+			return o.node == "node1" && o.pod == "web-a" && o.sent.After(r.term.Add(drainBound/2))
+		})
+		if len(served) == 0 {
+			t.Errorf("node1 reached web-a nothing in the second half of its drain: the per-node fallback was not exercised")
+		}
+	})
+}
+
+// checkBound asserts a drain that ran to the bound with routing pending in
+// the API and never withdrawn.
+func checkBound(t *testing.T, r drainRecord) {
+	t.Helper()
+	checkReason(t, r, "bound")
+	if !r.withdrawn.IsZero() {
+		t.Errorf("%s: hapsuper logged routing withdrawn at +%v although kube-proxy still routes to it", r.pod, r.withdrawn.Sub(r.deleted))
+	}
+	if !strings.Contains(r.detail, "routed here in the API") {
+		t.Errorf("%s: drain detail %q: want routing pending in the API", r.pod, r.detail)
+	}
+	if d := r.ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
+		t.Errorf("%s: drain ended %v after SIGTERM: want the bound, %v", r.pod, d, drainBound)
+	}
+}

@@ -1,0 +1,288 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// hapPod is a pod whose container is hapsuper supervising HAProxy 2.6, run
+// inside the pod's network namespace; the test is its kubelet.
+type hapPod struct {
+	*k8stest.Pod
+	e   *drainEnv
+	log *hapLog
+
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when hapsuper has exited
+	code   int           // exit code, set before done closes
+	exitAt time.Time
+
+	deletedAt time.Time // the delete returned
+	termAt    time.Time // SIGTERM sent
+}
+
+// haproxyCfg answers every request with the pod's name, on the pod's
+// address, with the options hapsuper asks for (idle-close-on-response,
+// client-fin) so that it does not warn.
+const haproxyCfg = `defaults
+    mode http
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+    timeout http-request 5s
+    timeout client-fin 1s
+    option idle-close-on-response
+
+frontend web
+    bind %s:8080
+    http-request return status 200 content-type text/plain string "%s"
+`
+
+// startPod adds pod name (label app=app) on node and starts hapsuper in its
+// network namespace, with --routing kube-proxy and the env's kubeconfig. It
+// returns once HAProxy is ready and hapsuper's routing watch has synced;
+// the pod is not Ready yet (see ready).
+func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
+	t.Helper()
+	pod := e.h.AddPod(t, node, name, map[string]string{"app": app})
+	dir := filepath.Join(e.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyCfg, pod.IP, name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &hapPod{Pod: pod, e: e, log: newHapLog(), done: make(chan struct{})}
+	p.cmd = pod.Command(context.Background(), e.bin,
+		"--routing", "kube-proxy", "--kubeconfig", e.kubeconfig,
+		"--grace-period", drainGrace.String(), "--quiet-period", drainQuiet.String(),
+		"--log-format", "json",
+		"--master-socket", filepath.Join(dir, "master.sock"),
+		"--status-socket", filepath.Join(dir, "status.sock"),
+		"--override-file", filepath.Join(dir, "override.cfg"),
+		"--", "/usr/sbin/haproxy", "-f", cfg)
+	p.cmd.Env = []string{
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"POD_NAME=" + name, "POD_NAMESPACE=" + pod.Namespace,
+		"POD_IPS=" + pod.IP.String(), "NODE_NAME=" + pod.Node.Name,
+	}
+	// ip netns exec execs hapsuper in place: the process is hapsuper.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start hapsuper in pod %s: %v", name, err)
+	}
+	w.Close()
+	go p.log.read(r)
+	go func() {
+		err := p.cmd.Wait()
+		p.exitAt = time.Now()
+		p.code = p.cmd.ProcessState.ExitCode()
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.code = 128 + int(ws.Signal())
+		}
+		_ = err // the code says it
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				t.Errorf("hapsuper in pod %s: not reaped 5s after SIGKILL", name)
+			}
+		}
+		switch {
+		case os.Getenv("HAPSUPER_K8S_DRAIN_LOG") != "":
+			t.Logf("hapsuper log of pod %s:\n%s", name, p.log.tail(1000))
+		case t.Failed():
+			t.Logf("hapsuper log of pod %s ends:\n%s", name, p.log.tail(40))
+		}
+	})
+	for _, msg := range []string{"haproxy ready", "routing watch synced"} {
+		if _, ok := p.log.wait(msg, nil, 15*time.Second, p.done); !ok {
+			t.Fatalf("pod %s: no %q in hapsuper's log within 15s (exited: %v); log:\n%s", name, msg, p.exited(), p.log.tail(30))
+		}
+	}
+	return p
+}
+
+// ready does the kubelet's Ready=true and waits (bounded) until hapsuper's
+// watch saw the pod routed to in the API.
+func (p *hapPod) ready(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.e.h.SetPodReady(ctx, p.Pod, true); err != nil {
+		t.Fatal(err)
+	}
+	routed := func(l logEntry) bool { return strings.HasPrefix(l.str("detail"), "routed here in the API") }
+	if _, ok := p.log.wait("routing", routed, 10*time.Second, p.done); !ok {
+		t.Fatalf("pod %s: hapsuper never logged routing \"routed here in the API\" after Ready; log:\n%s", p.Name, p.log.tail(30))
+	}
+}
+
+// terminate does what deleting a pod does: the API delete with the grace
+// period, then the kubelet's SIGTERM to the container.
+func (p *hapPod) terminate(t *testing.T) {
+	t.Helper()
+	p.deleteOnly(t)
+	p.sigterm(t)
+}
+
+// sigterm sends the kubelet's stop signal.
+func (p *hapPod) sigterm(t *testing.T) {
+	t.Helper()
+	p.termAt = time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM hapsuper of pod %s: %v", p.Name, err)
+	}
+}
+
+// waitExit waits at most timeout for hapsuper to exit.
+func (p *hapPod) waitExit(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("pod %s: hapsuper still running %v after SIGTERM; log:\n%s", p.Name, timeout, p.log.tail(30))
+	}
+}
+
+// finish removes the Pod object once the container has stopped.
+func (p *hapPod) finish(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.e.h.FinishPod(ctx, p.Pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *hapPod) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// drainRecord is what one drain did, read from hapsuper's log.
+type drainRecord struct {
+	pod                 string
+	deleted, term, exit time.Time
+	code                int
+	withdrawn           time.Time // first routing state=withdrawn; zero if none
+	started, ended      time.Time // "drain started", "drain ended"
+	soft, haproxyExit   time.Time // "soft stop", "haproxy exited"
+	haproxyCode         float64   // "haproxy exited" code; -1 when not logged
+	reason, detail      string
+	routingLines        int // "routing" lines after the stop
+}
+
+// record reads the drain of an exited pod from its log. A missing
+// "drain ended" fails the test.
+func (p *hapPod) record(t *testing.T) drainRecord {
+	t.Helper()
+	r := drainRecord{pod: p.Name, deleted: p.deletedAt, term: p.termAt, exit: p.exitAt, code: p.code}
+	if r.deleted.IsZero() {
+		r.deleted = r.term
+	}
+	ended, ok := p.log.find("drain ended", nil)
+	if !ok {
+		t.Fatalf("pod %s: no \"drain ended\" in hapsuper's log:\n%s", p.Name, p.log.tail(40))
+	}
+	r.ended, r.reason, r.detail = ended.at, ended.str("reason"), ended.str("detail")
+	if soft, ok := p.log.find("soft stop", nil); ok {
+		r.soft = soft.at
+	}
+	if st, ok := p.log.find("drain started", nil); ok {
+		r.started = st.at
+	}
+	r.haproxyCode = -1
+	if ex, ok := p.log.find("haproxy exited", nil); ok {
+		r.haproxyExit = ex.at
+		if c, ok := ex.fields["code"].(float64); ok {
+			r.haproxyCode = c
+		}
+	}
+	if w, ok := p.log.find("routing", func(l logEntry) bool { return l.str("state") == "withdrawn" }); ok {
+		r.withdrawn = w.at
+	}
+	for _, l := range p.log.all("routing") {
+		if !l.at.Before(r.term) {
+			r.routingLines++
+		}
+	}
+	return r
+}
+
+// String is the record's figures, relative to the delete.
+func (r drainRecord) String() string {
+	w := "never"
+	if !r.withdrawn.IsZero() {
+		w = r.withdrawn.Sub(r.deleted).Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s: withdrawn +%s, drain ended +%v (%s: %s), exit +%v code %d, %d routing log lines",
+		r.pod, w, r.ended.Sub(r.deleted).Round(time.Millisecond), r.reason, r.detail,
+		r.exit.Sub(r.deleted).Round(time.Millisecond), r.code, r.routingLines)
+}
+
+// checkExit asserts a clean exit before the grace period ended.
+func (r drainRecord) checkExit(t *testing.T) {
+	t.Helper()
+	if r.code != 0 {
+		t.Errorf("%s: hapsuper exited %d, want 0", r.pod, r.code)
+	}
+	if d := r.exit.Sub(r.term); d >= drainGrace {
+		t.Errorf("%s: hapsuper exited %v after SIGTERM: not within the grace period %v", r.pod, d, drainGrace)
+	}
+	if r.started.IsZero() || r.soft.IsZero() || r.haproxyCode != 0 {
+		t.Errorf("%s: log lines drain started %v, soft stop %v, haproxy exited code %v: want all, code 0",
+			r.pod, !r.started.IsZero(), !r.soft.IsZero(), r.haproxyCode)
+	}
+}
+
+// drainUnder terminates p while tr runs, waits for hapsuper to exit and
+// for the clients to run 300 ms more, stops them, and returns the record.
+// The Pod object is removed (the kubelet's part) unless the API is gone.
+func (p *hapPod) drainUnder(t *testing.T, tr *traffic, finish bool) drainRecord {
+	t.Helper()
+	p.terminate(t)
+	return p.afterStop(t, tr, finish)
+}
+
+// afterStop is drainUnder's second half, for scenarios that act between
+// the delete and the exit.
+func (p *hapPod) afterStop(t *testing.T, tr *traffic, finish bool) drainRecord {
+	t.Helper()
+	p.waitExit(t, drainGrace+2*time.Second)
+	if finish {
+		p.finish(t)
+	}
+	time.Sleep(300 * time.Millisecond)
+	tr.stop()
+	r := p.record(t)
+	t.Logf("%v", r)
+	t.Logf("clients: %s", tr.summary())
+	r.checkExit(t)
+	return r
+}
