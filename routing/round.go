@@ -3,7 +3,6 @@ package routing
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -87,7 +87,10 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 	if err != nil {
 		o.log.Warn("node list failed", "err", err)
 		o.mu.Lock()
-		o.nodesErr = fmt.Sprintf("list nodes: %v (kube-proxy mode needs a ClusterRole with list on nodes)", err)
+		o.nodesErr = "list nodes: " + err.Error()
+		if apierrors.IsForbidden(err) {
+			o.nodesErr += " (kube-proxy mode needs a ClusterRole with list on nodes)"
+		}
 		o.mu.Unlock()
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -15,8 +16,12 @@ import (
 	"github.com/hapsuper/hapsuper/routing"
 )
 
-// eventTimeout bounds the one API call that reports a drain's end.
-const eventTimeout = 2 * time.Second
+// eventTimeout bounds the one API call that reports a drain's end;
+// eventExitWait is what it may still take once HAProxy has exited.
+const (
+	eventTimeout  = 2 * time.Second
+	eventExitWait = 500 * time.Millisecond
+)
 
 // announcer reports the end of a drain as a Kubernetes Event on the pod, in
 // the routing modes (it needs `create` on events). It is best effort: a
@@ -40,14 +45,33 @@ func (a *announcer) drainEnded(st drain.Status) {
 	}
 }
 
-// run posts the Event when the drain ends, until ctx ends.
+// run posts the Event when the drain ends, until ctx ends. HAProxy often
+// exits a few milliseconds after the soft stop, which ends ctx: a post under
+// way then gets eventExitWait more, so the Event is not lost and hapsuper's
+// exit is not held up for long.
 func (a *announcer) run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
 	case st := <-a.ends:
-		a.post(ctx, st)
-		<-ctx.Done() // an actor returns only when the group stops
+		postCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
+		defer cancel()
+		posted := make(chan struct{})
+		go func() { // bounded by postCtx
+			defer close(posted)
+			a.post(postCtx, st)
+		}()
+		select {
+		case <-posted:
+			<-ctx.Done() // an actor returns only when the group stops
+		case <-ctx.Done():
+			select {
+			case <-posted:
+			case <-time.After(eventExitWait):
+				cancel()
+				<-posted
+			}
+		}
 		return nil
 	}
 }
@@ -56,7 +80,11 @@ func (a *announcer) post(ctx context.Context, st drain.Status) {
 	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
 	defer cancel()
 	if _, err := a.client.EventsV1().Events(a.pod.Namespace).Create(ctx, a.event(st), metav1.CreateOptions{}); err != nil {
-		a.log.Warn("drain event not recorded: grant `create` on events to report drains on the pod", "err", err)
+		hint := ""
+		if apierrors.IsForbidden(err) {
+			hint = "grant create on events (events.k8s.io) to report drains on the pod"
+		}
+		a.log.Warn("drain event not recorded", "err", err, "hint", hint)
 		return
 	}
 	a.log.Debug("drain event recorded", "pod", a.pod.Namespace+"/"+a.pod.PodName)
@@ -76,7 +104,9 @@ func (a *announcer) event(st drain.Status) *eventsv1.Event {
 		note = note[:1021] + "..."
 	}
 	return &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: a.pod.PodName + ".", Namespace: a.pod.Namespace},
+		// <pod>.<hex time>, as client-go's recorder names events: a
+		// generateName prefix may not end with a dot.
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", a.pod.PodName, st.SoftStopAt.UnixNano()), Namespace: a.pod.Namespace},
 		EventTime:           metav1.NewMicroTime(st.SoftStopAt),
 		ReportingController: "hapsuper",
 		ReportingInstance:   a.pod.PodName,

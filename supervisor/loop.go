@@ -184,10 +184,12 @@ func (l *loop) feedRouting(now time.Time) {
 		return
 	}
 	r := l.routing.Routing(now)
-	if r != l.lastRouting {
-		l.lastRouting = r
+	if r.State != l.lastRouting.State { // the detail carries ages: it changes on every poll
 		l.log.Info("routing", "state", string(r.State), "detail", r.Detail)
+	} else if r.Detail != l.lastRouting.Detail {
+		l.log.Debug("routing", "state", string(r.State), "detail", r.Detail)
 	}
+	l.lastRouting = r
 	l.drain.SetRouting(r, now)
 	st := l.drain.Status(now)
 	if l.podGraceSeen || st.StopAt.IsZero() {

@@ -71,7 +71,7 @@ func newRouting(s conf.Settings, log *slog.Logger) (routingSetup, error) {
 		Identity:      id,
 		HealthzPort:   s.KubeProxyHealthzPort,
 		MinSyncPeriod: s.KubeProxyMinSyncPeriod,
-	}, client, log.With("component", "routing"))
+	}, client, log) // the observer names its own component
 	if err != nil {
 		return off, err
 	}

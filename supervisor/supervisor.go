@@ -131,7 +131,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if rs.observer != nil {
 		l.routing = rs.observer
 		l.announce = rs.announce
-		actors = append(actors, routingActor(rs.observer, sv.log.With("component", "routing")), rs.announce.run)
+		actors = append(actors, routingActor(rs.observer, sv.log.With("component", "supervisor")), rs.announce.run)
 	}
 	return l.runGroup(ctx, sigs, srv, nl, actors)
 }

@@ -30,11 +30,10 @@ func TestDrain_RoutedAway(t *testing.T) {
 			checkNoFailures(t, tr, time.Time{})
 			checkReason(t, r, "routed-away")
 			checkNoDNATAfterWithdrawn(t, tr, r)
-			// Reported, not asserted: see the report of this suite.
 			if note, ok := e.drainEvent(t, "web-a"); ok {
 				t.Logf("Event DrainEnded on web-a: %s", note)
 			} else {
-				t.Logf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.log.warnings())
+				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.log.warnings())
 			}
 		})
 	}
