@@ -33,6 +33,27 @@ func checkQuietEnd(t *testing.T, ended logLine, lastSent time.Time) {
 	}
 }
 
+// checkNotCutShort is checkQuietEnd for drains under reloads: a reload can
+// hide a worker's last counters (it exits between two polls, or the 2.6
+// master refuses a poll while it re-executes), and the drain then restarts
+// its quiet clock rather than risk ending early. So the drain may end later
+// than quiet + 2 polls, or at the bound, but never sooner than the quiet
+// period after the last request, and never after the bound.
+func checkNotCutShort(t *testing.T, ended logLine, lastSent, bound time.Time) {
+	t.Helper()
+	switch r := ended.str("reason"); r {
+	case "quiet", "bound", "unavailable":
+	default:
+		t.Errorf("drain ended with reason %q (detail %q), want quiet, bound or unavailable", r, ended.str("detail"))
+	}
+	if gap := ended.at.Sub(lastSent); gap < quietPeriod-pollInterval {
+		t.Errorf("drain ended %s after the last request: sooner than the quiet period %s", gap, quietPeriod)
+	}
+	if late := ended.at.Sub(bound); late > pollInterval+schedTolerance {
+		t.Errorf("drain ended %s after the bound", late)
+	}
+}
+
 // latest returns the latest of ts.
 func latest(ts ...time.Time) time.Time {
 	var l time.Time

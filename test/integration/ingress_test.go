@@ -82,7 +82,11 @@ func TestIngressController_ReloadsDuringDrain(t *testing.T) {
 		if bad := cont.rec.failures(); len(bad) > 0 {
 			t.Errorf("%d failed requests while the controller reloaded:%s", len(bad), describe(bad, 5))
 		}
-		checkQuietEnd(t, ended, cont.rec.lastStart())
+		// Reloads every 300 ms keep replacing workers; a worker that exits
+		// between two polls restarts the quiet clock (its last counters are
+		// unknown), so the drain may end later than quiet or at the bound,
+		// but never before the quiet period after the last request.
+		checkNotCutShort(t, ended, cont.rec.lastStart(), term.Add((12*time.Second-2*time.Second)*2/3))
 		if limit := 12*time.Second - 2*time.Second + time.Second; exitAt.Sub(term) > limit {
 			t.Errorf("hapsuper exited %s after SIGTERM, want within %s (deadline + 1 s) despite the reloads", exitAt.Sub(term), limit)
 		}
