@@ -45,7 +45,11 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "workers: %d\n", len(s.Workers))
+	var sessions int64
+	for _, wk := range s.Workers {
+		sessions += wk.Sessions
+	}
+	fmt.Fprintf(w, "workers: %d, sessions: %d\n", len(s.Workers), sessions)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  PID\tKIND\tSESSIONS\tREQUESTS")
 	for _, wk := range s.Workers {

@@ -141,7 +141,7 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"phase:", "stopping", "reason:", "quiet", "soft stop:", "2.5s after the stop request",
-		"deadline:", "in 25s", "routing observation:", "kube-proxy", "condition quiet:", "met, last change 2.5s ago", "11", "current", "old", "99"} {
+		"deadline:", "in 25s", "routing observation:", "kube-proxy", "condition quiet:", "met, last change 2.5s ago", "11", "current", "old", "99", "workers: 2, sessions: 4"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("Render output lacks %q:\n%s", want, b.String())
 		}

@@ -76,7 +76,7 @@ func watchStatus(socket string, interval time.Duration, show func(status.Snapsho
 		}
 		s, err := status.Fetch(socket, fetchTimeout)
 		if err != nil {
-			fmt.Fprintf(stderr, "hapsuper status: %v: the supervisor has exited\n", status.ErrGone)
+			fmt.Fprintf(stderr, "hapsuper status: %v\n", status.ErrGone)
 			return 0
 		}
 		if err := show(s); err != nil {

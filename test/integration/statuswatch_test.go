@@ -1,0 +1,80 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestStatus_WatchFollowsTheDrain: `hapsuper status --watch --json` prints
+// a document per refresh through serving, draining and stopping, and ends
+// by itself, exit 0, once the supervisor has exited.
+func TestStatus_WatchFollowsTheDrain(t *testing.T) {
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		dir := t.TempDir()
+		cfg := newConfig(t, startBackend(t))
+		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
+		s.waitReady(cfg.webAddr())
+		s.waitWorkers()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		watch := exec.CommandContext(ctx, hapsuperBin(t), "status", "--socket", s.status, "--watch", "--json", "--interval", "100ms")
+		out, err := watch.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errb limitedBuffer
+		watch.Stderr = &errb
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var phases []string
+		docs := 0
+		scanned := make(chan struct{})
+		go func() { // ends when the watch closes its stdout
+			defer close(scanned)
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				var d statusDoc
+				if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+					t.Errorf("watch printed a line that is not a status document: %q", sc.Text())
+					continue
+				}
+				docs++
+				if len(phases) == 0 || phases[len(phases)-1] != d.Phase {
+					phases = append(phases, d.Phase)
+				}
+			}
+		}()
+
+		time.Sleep(500 * time.Millisecond)
+		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 10*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		s.signal(syscall.SIGTERM)
+		time.Sleep(700 * time.Millisecond)
+		cont.stop()
+		code, exitAt := s.waitExit(10 * time.Second)
+		werr := watch.Wait()
+		<-scanned
+		t.Logf("watch: %d documents, phases %v; supervisor exit %d; watch ended %s after it (%v): %s",
+			docs, phases, code, time.Since(exitAt).Round(time.Millisecond), werr, errb.String())
+		if werr != nil {
+			t.Errorf("status --watch ended with %v, want exit 0 when the supervisor exits", werr)
+		}
+		for _, want := range []string{"serving", "draining"} {
+			if !slices.Contains(phases, want) {
+				t.Errorf("watch never showed phase %q: %v", want, phases)
+			}
+		}
+		if docs < 10 {
+			t.Errorf("%d documents in over 2 s at a 100 ms interval", docs)
+		}
+	})
+}
