@@ -66,6 +66,10 @@ const (
 type Routing struct {
 	State  RoutingState
 	Detail string // what is pending or was not observed, for the result and status
+	// PendingNodes counts the nodes whose kube-proxy has not confirmed the
+	// withdrawal yet (kube-proxy mode). Shown by status and metrics; the
+	// drain decides on State alone.
+	PendingNodes int
 }
 
 // Action is what the supervisor must do to HAProxy after a Tick.
@@ -84,6 +88,8 @@ type Condition struct {
 	Met    bool      `json:"met"`            // holds now
 	Since  time.Time `json:"since,omitzero"` // quiet: last counted request (or drain start)
 	Detail string    `json:"detail,omitempty"`
+	// PendingNodes: routing only, the nodes whose kube-proxy has not confirmed.
+	PendingNodes int `json:"pendingNodes,omitempty"`
 }
 
 // Status is a copy of the drain's state for status and logs.

@@ -36,7 +36,7 @@ func (d *Drain) Status(now time.Time) Status {
 	if !qc.Met {
 		qc.Detail = d.q.detail(now)
 	}
-	rc := Condition{Name: ConditionRouting, Met: routingMet(d.routing), Detail: routingDetail(d.routing)}
+	rc := Condition{Name: ConditionRouting, Met: routingMet(d.routing), Detail: routingDetail(d.routing), PendingNodes: d.routing.PendingNodes}
 	s.Conditions = []Condition{qc, rc}
 	return s
 }

@@ -42,6 +42,9 @@ var (
 	workersDesc = prometheus.NewDesc(namespace+"_haproxy_workers",
 		"HAProxy workers as last polled, by kind: current, or old (left by a reload).",
 		[]string{"kind"}, nil)
+	pendingNodesDesc = prometheus.NewDesc(namespace+"_routing_pending_nodes",
+		"Nodes whose kube-proxy has not yet confirmed the pod's withdrawal (kube-proxy mode, during a drain); 0 otherwise.",
+		nil, nil)
 	cliUpDesc = prometheus.NewDesc(namespace+"_master_cli_up",
 		"1 when the last poll of HAProxy's master CLI succeeded, 0 when it failed or none was made yet.",
 		nil, nil)
@@ -73,7 +76,7 @@ func NewRegistry(b *status.Board, now func() time.Time) *prometheus.Registry {
 
 // Describe implements prometheus.Collector.
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{phaseDesc, drainsDesc, drainDurationDesc, deadlineDesc, sessionsDesc, workersDesc, cliUpDesc} {
+	for _, d := range []*prometheus.Desc{phaseDesc, drainsDesc, drainDurationDesc, deadlineDesc, sessionsDesc, workersDesc, pendingNodesDesc, cliUpDesc} {
 		ch <- d
 	}
 }
@@ -105,6 +108,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(sessions))
 	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(current), "current")
 	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(old), "old")
+	pending := 0
+	for _, c := range s.Drain.Conditions {
+		if c.Name == drain.ConditionRouting {
+			pending = c.PendingNodes
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(pendingNodesDesc, prometheus.GaugeValue, float64(pending))
 	ch <- prometheus.MustNewConstMetric(cliUpDesc, prometheus.GaugeValue, boolValue(s.PollError == "" && !s.ObservedAt.IsZero()))
 }
 

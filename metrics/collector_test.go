@@ -27,6 +27,7 @@ type expectation struct {
 	sessions int
 	current  int
 	old      int
+	pending  int // routing_pending_nodes
 	cliUp    int
 }
 
@@ -54,6 +55,7 @@ func (e expectation) text() string {
 	}
 	fmt.Fprintf(&b, "# HELP hapsuper_haproxy_sessions Current sessions summed over every HAProxy worker, old workers included, as last polled.\n# TYPE hapsuper_haproxy_sessions gauge\nhapsuper_haproxy_sessions %d\n", e.sessions)
 	fmt.Fprintf(&b, "# HELP hapsuper_haproxy_workers HAProxy workers as last polled, by kind: current, or old (left by a reload).\n# TYPE hapsuper_haproxy_workers gauge\nhapsuper_haproxy_workers{kind=\"current\"} %d\nhapsuper_haproxy_workers{kind=\"old\"} %d\n", e.current, e.old)
+	fmt.Fprintf(&b, "# HELP hapsuper_routing_pending_nodes Nodes whose kube-proxy has not yet confirmed the pod's withdrawal (kube-proxy mode, during a drain); 0 otherwise.\n# TYPE hapsuper_routing_pending_nodes gauge\nhapsuper_routing_pending_nodes %d\n", e.pending)
 	fmt.Fprintf(&b, "# HELP hapsuper_master_cli_up 1 when the last poll of HAProxy's master CLI succeeded, 0 when it failed or none was made yet.\n# TYPE hapsuper_master_cli_up gauge\nhapsuper_master_cli_up %d\n", e.cliUp)
 	return b.String()
 }
@@ -67,7 +69,7 @@ func one(b bool) int {
 
 var names = []string{
 	"hapsuper_phase", "hapsuper_drains_total", "hapsuper_drain_duration_seconds", "hapsuper_deadline_seconds",
-	"hapsuper_haproxy_sessions", "hapsuper_haproxy_workers", "hapsuper_master_cli_up",
+	"hapsuper_haproxy_sessions", "hapsuper_haproxy_workers", "hapsuper_routing_pending_nodes", "hapsuper_master_cli_up",
 }
 
 // The scrape happens at now = t0+10s in every case.
@@ -102,6 +104,12 @@ func TestCollectorPhases(t *testing.T) {
 		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: twoWorkers,
 			Drain: drain.Status{Phase: drain.Draining, StopAt: at(4), BoundAt: at(22), Deadline: at(32)}},
 		want: expectation{phase: drain.Draining, duration: -1, deadline: "22", sessions: 10, current: 1, old: 1, cliUp: 1},
+	}, {
+		name: "draining: kube-proxy not confirmed on 2 nodes",
+		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101}},
+			Drain: drain.Status{Phase: drain.Draining, StopAt: at(9), BoundAt: at(27), Deadline: at(37), Conditions: []drain.Condition{
+				{Name: drain.ConditionQuiet, Met: true}, {Name: drain.ConditionRouting, Detail: "pending", PendingNodes: 2}}}},
+		want: expectation{phase: drain.Draining, duration: -1, deadline: "27", current: 1, pending: 2, cliUp: 1},
 	}, {
 		name: "stopping after a quiet drain of 2.5s",
 		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 2}},

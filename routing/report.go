@@ -92,7 +92,7 @@ func (o *Observer) kubeProxyVerdict(api string) drain.Routing {
 	total := len(names)
 	switch {
 	case len(pending) > 0:
-		return drain.Routing{State: drain.RoutingPending, Detail: fmt.Sprintf(
+		return drain.Routing{State: drain.RoutingPending, PendingNodes: len(pending), Detail: fmt.Sprintf(
 			"%s; kube-proxy not confirmed on %d of %d nodes: %s", api, len(pending), total, named(pending))}
 	case len(unverified) > 0:
 		return drain.Routing{State: drain.RoutingUnverified, Detail: fmt.Sprintf(
