@@ -25,3 +25,17 @@ fuzz:
 
 fuzz-short:
 	$(MAKE) fuzz FUZZTIME=5s
+
+# The rollout benchmark (bench/rollout; root, HAProxy, wrk and the
+# Kubernetes test binaries): hapsuper against immediate, preStop sleep and
+# quiet-period stops through real kube-proxy, req/s, RSS, the kube-proxy
+# confirmation fan-out and the EndpointSlice scale check; writes
+# bench/rollout/RESULTS.md and docs/rollout-timeline.svg. ~15 minutes.
+# bench-smoke: quiet + hapsuper, one client pattern, ~1 minute.
+.PHONY: bench bench-smoke
+
+bench:
+	go run ./bench/rollout
+
+bench-smoke:
+	go run ./bench/rollout --smoke
