@@ -27,9 +27,32 @@ type syncFacts struct {
 	// so completion ∈ [sent − age, received − age], age = currentTime −
 	// lastUpdated. Each poll's interval holds it; their intersection too.
 	earliest, latest time.Time
-	age              time.Duration // largest currentTime − lastUpdated seen: how long no newer sync followed
-	healthy          bool
+	age              time.Duration // largest currentTime − lastUpdated seen
+	// silent is how long kube-proxy provably ran after this sync without
+	// running another: the largest age of an answer followed, for the same
+	// sync, by another answer at least `settle` (D) later in the node's
+	// clock, both quick (back within quickAnswer: kube-proxy was running
+	// when it served them). At the first answer a sync owed then was
+	// overdue and kube-proxy was running; by the second it would have
+	// completed. One answer is not enough: a request that waited in the
+	// listen backlog of a frozen kube-proxy is served the instant it
+	// resumes, before its sync loop runs — and comes back slow.
+	silent time.Duration
+	// recent are the ages of quick answers not yet `settle` behind the
+	// latest one, oldest first: candidates for silent.
+	recent  []time.Duration
+	healthy bool
 }
+
+// quickAnswer bounds the round trip of an answer that proves kube-proxy was
+// running: measured healthz round trips were 12 ms median, 322 ms worst under
+// load; an answer held in the backlog of a frozen kube-proxy comes back when
+// it resumes, up to the request timeout later.
+const quickAnswer = 250 * time.Millisecond
+
+// maxRecent bounds the candidates kept per sync; at the shortest poll
+// interval a window of D holds far fewer.
+const maxRecent = 64
 
 // nodeState is what the observer knows of one node's kube-proxy.
 type nodeState struct {
@@ -39,8 +62,9 @@ type nodeState struct {
 	problem    *pollError // the last poll's failure; nil after an answer
 }
 
-// record keeps a healthz answer obtained between sent and received.
-func (n *nodeState) record(h healthz, sent, received time.Time) {
+// record keeps a healthz answer obtained between sent and received; settle
+// is the rule's D (see syncFacts.silent).
+func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Duration) {
 	n.answered, n.problem = true, nil
 	for fam := range n.syncs {
 		if _, ok := h.families[fam]; !ok {
@@ -54,9 +78,12 @@ func (n *nodeState) record(h healthz, sent, received time.Time) {
 		if f == nil || !f.lastUpdated.Equal(fh.lastUpdated) || lo.After(f.latest) || hi.Before(f.earliest) {
 			// A new sync, or bounds that contradict the old ones (the node's
 			// clock was stepped): start over from this poll alone.
-			n.syncs[fam] = &syncFacts{lastUpdated: fh.lastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.healthy}
+			f = &syncFacts{lastUpdated: fh.lastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.healthy}
+			n.syncs[fam] = f
+			f.noteQuick(age, received.Sub(sent), settle)
 			continue
 		}
+		f.noteQuick(age, received.Sub(sent), settle)
 		if lo.After(f.earliest) {
 			f.earliest = lo
 		}
@@ -66,6 +93,26 @@ func (n *nodeState) record(h healthz, sent, received time.Time) {
 		f.age = max(f.age, age)
 		f.healthy = fh.healthy
 	}
+}
+
+// noteQuick takes an answer's age into silent when it came back within
+// quickAnswer.
+func (f *syncFacts) noteQuick(age, rtt, settle time.Duration) {
+	if rtt > quickAnswer {
+		return
+	}
+	keep := f.recent[:0]
+	for _, a := range f.recent {
+		if a+settle <= age {
+			f.silent = max(f.silent, a) // a quick answer followed it by settle
+		} else {
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) == maxRecent {
+		keep = keep[1:]
+	}
+	f.recent = append(keep, age)
 }
 
 // rule is the confirmation rule's three durations (see the package comment).
@@ -89,14 +136,15 @@ func (ru rule) judge(f *syncFacts, r time.Time) (nodeVerdict, string) {
 		// that holds it has not happened. A partitioned kube-proxy stays
 		// here, healthy, for as long as the partition lasts.
 		return nodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
-	case f.age >= ru.minSync+ru.allowance:
+	case f.silent >= ru.minSync+ru.allowance:
 		// Ambiguous, but had it missed the change, kube-proxy would have
 		// run the next sync within minSyncPeriod of its end and finished it
-		// within D; none came.
+		// within D; it provably ran that long (two quick answers, see
+		// silence) and none came.
 		return nodeConfirmed, ""
 	}
-	return nodePending, fmt.Sprintf("last sync may predate the change; waiting %v for a newer one",
-		(ru.minSync + ru.allowance - f.age).Round(time.Millisecond))
+	return nodePending, fmt.Sprintf("last sync may predate the change; waiting for kube-proxy to run %v past it without a newer one (%v so far)",
+		ru.minSync+ru.allowance, f.silent.Round(time.Millisecond))
 }
 
 // judgeNode is a node's verdict for the changes each family must hold

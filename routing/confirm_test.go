@@ -152,24 +152,51 @@ func between(t *testing.T, what string, got, lo, hi time.Duration) {
 }
 
 // A plain delete: kube-proxy's withdrawal sync completes 30 ms after our
-// receipt. That is within D of R, so ambiguous: confirmed once the node
-// shows no newer sync for MinSyncPeriod + D (1.25 s) after it.
+// receipt. That is within D of R, so ambiguous: confirmed once two quick
+// answers, D apart, the first MinSyncPeriod + D (1.25 s) after the sync,
+// show no newer one: R+30ms+1.25s+0.25s = R+1.53s, the next 50 ms step.
 func TestConfirmPlainDelete(t *testing.T) {
 	for _, skew := range []time.Duration{0, 5 * time.Second, -5 * time.Second} {
 		t.Run(fmt.Sprintf("skew %v", skew), func(t *testing.T) {
 			s := newScenario(t, Config{})
 			s.proxies["n2"].set(func(p *fakeProxy) { p.skew = skew })
 			s.syncsAt("n2", -5*time.Second, 30*ms)
-			between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 50*ms), 1280*ms, 1300*ms)
+			between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 50*ms), 1530*ms, 1550*ms)
 		})
 	}
 }
 
-// A first look long after the change confirms at once.
+// A first look long after the change confirms at the first answer D after
+// it: one answer alone may come from a kube-proxy that just resumed.
 func TestConfirmLateFirstLook(t *testing.T) {
 	s := newScenario(t, Config{})
 	s.syncsAt("n2", -5*time.Second, 30*ms)
-	between(t, "confirmed", s.firstWithdrawn(2*time.Second, 3*time.Second, 50*ms), 2*time.Second, 2*time.Second)
+	between(t, "confirmed", s.firstWithdrawn(2*time.Second, 3*time.Second, 50*ms), 2250*ms, 2250*ms)
+}
+
+// kube-proxy frozen (SIGSTOP) with the withdrawal still to sync: our
+// requests wait in its listen backlog and are answered the instant it
+// resumes, before its sync loop runs, showing the old sync with a large
+// age. Those answers are slow; they must not confirm. After the thaw the
+// sync comes and confirms.
+func TestConfirmFrozenKubeProxyBacklog(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", 5*ms, 4100*ms) // in-flight sync without the change; the real one after the thaw at R+4.1s
+	// Frozen from R+0.1s to R+4s: each answer comes back slow (held in the
+	// backlog; here 400 ms, beyond quickAnswer), showing the stale sync.
+	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 400*ms })
+	for off := 100 * ms; off < 4*time.Second; off += 500 * ms {
+		if got := s.round(off); got.State == drain.RoutingWithdrawn {
+			t.Fatalf("confirmed at R+%v from answers a frozen kube-proxy held: %s", off, got.Detail)
+		}
+	}
+	// Thawed: quick answers again; the stale sync is still the latest one
+	// for a few ms, then the real sync lands.
+	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 0 })
+	if got := s.round(4050 * ms); got.State == drain.RoutingWithdrawn {
+		t.Fatalf("confirmed at R+4.05s on the first quick answer after the thaw, before the sync: %s", got.Detail)
+	}
+	between(t, "confirmed", s.firstWithdrawn(4100*ms, 6*time.Second, 50*ms), 4100*ms, 4150*ms)
 }
 
 // Rolling update: the sync already running when the deletion arrived
@@ -201,11 +228,12 @@ func TestConfirmRTTJitter(t *testing.T) {
 }
 
 // The ambiguous sync held the change (no newer sync follows): confirmed
-// after MinSyncPeriod + D of silence, not before.
+// after MinSyncPeriod + D of silence proved by two quick answers D apart,
+// not before.
 func TestConfirmAmbiguousThenSilence(t *testing.T) {
 	s := newScenario(t, Config{})
 	s.syncsAt("n2", -5*time.Second, 5*ms)
-	between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 10*ms), 1255*ms, 1260*ms)
+	between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 10*ms), 1505*ms, 1510*ms)
 }
 
 // A lagging watcher: kube-proxy had the change first and synced 30 ms
@@ -214,7 +242,7 @@ func TestConfirmAmbiguousThenSilence(t *testing.T) {
 func TestConfirmLaggingWatcher(t *testing.T) {
 	s := newScenario(t, Config{})
 	s.syncsAt("n2", -5*time.Second, -30*ms)
-	between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 10*ms), 1220*ms, 1230*ms)
+	between(t, "confirmed", s.firstWithdrawn(0, 3*time.Second, 10*ms), 1470*ms, 1480*ms)
 
 	s = newScenario(t, Config{})
 	s.syncsAt("n2", -5*time.Second, -150*ms)
@@ -297,7 +325,8 @@ func TestConfirmOddAnswers(t *testing.T) {
 func TestConfirmStopsPollingAndRestartsOnNewR(t *testing.T) {
 	s := newScenario(t, Config{})
 	s.syncsAt("n2", 30*ms)
-	expect(t, s.round(2*time.Second), drain.RoutingWithdrawn)
+	s.round(2 * time.Second)
+	expect(t, s.round(2300*ms), drain.RoutingWithdrawn)
 	n := s.proxies["n2"].requests
 	s.round(2500 * ms)
 	if s.proxies["n2"].requests != n {

@@ -68,11 +68,20 @@
 //     did, kube-proxy had the change by R + skew ≤ C + Lag + skew, and its
 //     runner starts the next sync minSyncPeriod after the previous one ends
 //     (pkg/proxy/runner), so a newer sync completes by C + MinSyncPeriod + D
-//     (given Lag + D ≤ MinSyncPeriod). A newer sync is judged afresh;
-//     when the node reports the same lastUpdated with age ≥ MinSyncPeriod +
-//     D, none came, so the ambiguous sync held the change: confirmed. This
-//     wait is measured in the node's clock alone and needs no round-trip
-//     margin. A plain delete is confirmed here, about 1.3 s after R.
+//     (given Lag + D ≤ MinSyncPeriod) — provided kube-proxy runs. A newer
+//     sync is judged afresh; when two quick answers (back within 250 ms:
+//     kube-proxy was running when it served them), D apart in the node's
+//     clock, the first with age ≥ MinSyncPeriod + D, report the same
+//     lastUpdated, none came, so the ambiguous sync held the change:
+//     confirmed. One answer is not enough: a frozen kube-proxy (SIGSTOP,
+//     starved) holds our request in its listen backlog and serves it the
+//     instant it resumes, before its sync loop runs, with the stale sync
+//     and a large age — measured through real kube-proxy, a single-answer
+//     rule confirmed a frozen node early and let 1–5 new connections reach
+//     the pod. Such answers are slow and do not count; by the second quick
+//     answer, D after the first, the owed sync would have completed. The
+//     wait is measured in the node's clock and needs no round-trip margin.
+//     A plain delete is confirmed here, about 1.55 s after R.
 //
 // A per-family healthy:false (a change waited past kube-proxy's healthz
 // timeout) is pending. A node whose healthz port refuses or cannot be
@@ -91,7 +100,9 @@
 // stepped during a drain; a failed sync retried later does not update
 // lastUpdated, so a sync failing repeatedly after an ambiguous one goes
 // unseen until healthz turns unhealthy. A partition that began less than Lag
-// before the change looks like a lagging watcher and is confirmed by rule 3.
+// before the change looks like a lagging watcher and is confirmed by rule 3;
+// so does a kube-proxy frozen within one sync of a quick answer and resumed
+// just before the next (two freezes timed to our polls).
 //
 // It must not end a drain by itself, panic, or let an API or healthz error
 // count as withdrawn: errors degrade the verdict to unverified or pending.

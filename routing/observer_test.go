@@ -76,7 +76,8 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 	eventually(t, "the pod's grace period", func() bool { d, ok := o.PodGracePeriod(); return ok && d == time.Minute })
 
 	// The stop request starts a round at once: the sync at R+30 ms is
-	// ambiguous. 2 s later the ticker's round confirms it.
+	// ambiguous. The ticker's rounds 2 s and 2.3 s later confirm it (two
+	// quick answers D apart).
 	o.clk.Step(50 * ms)
 	o.StopRequested(o.clk.Now())
 	eventually(t, "the first healthz round", func() bool {
@@ -86,6 +87,12 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 	})
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingPending, "last sync may predate the change")
 	o.clk.Step(2 * time.Second)
+	eventually(t, "a round after 2 s", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.requests > 1
+	})
+	o.clk.Step(300 * ms)
 	eventually(t, "kube-proxy's confirmation", state(drain.RoutingWithdrawn))
 
 	cancel()

@@ -71,7 +71,7 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 		n.problem = pe
 		return
 	}
-	n.record(h, sent, received)
+	n.record(h, sent, received, o.rule.allowance)
 	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
 	}
