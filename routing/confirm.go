@@ -60,12 +60,22 @@ type nodeState struct {
 	syncs      map[discovery.AddressType]*syncFacts
 	answered   bool       // healthz answered at least once
 	problem    *pollError // the last poll's failure; nil after an answer
+	// stalledAt is the last time the node was seen not running: a poll
+	// that timed out, or an answer slower than quickAnswer (held while
+	// kube-proxy was frozen). A kube-proxy that did not run did not read
+	// its watch either: once it resumes, its first sync may still lack a
+	// change we received long before. So the rule judges as if the change
+	// had arrived at stalledAt when that is later.
+	stalledAt time.Time
 }
 
 // record keeps a healthz answer obtained between sent and received; settle
 // is the rule's D (see syncFacts.silent).
 func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Duration) {
 	n.answered, n.problem = true, nil
+	if received.Sub(sent) > quickAnswer {
+		n.stalledAt = received
+	}
 	for fam := range n.syncs {
 		if _, ok := h.families[fam]; !ok {
 			delete(n.syncs, fam)
@@ -156,6 +166,9 @@ func (ru rule) judgeNode(n *nodeState, targets map[discovery.AddressType]time.Ti
 	}
 	worst, why := nodeConfirmed, ""
 	for fam, r := range targets {
+		if n.stalledAt.After(r) {
+			r = n.stalledAt // see nodeState.stalledAt
+		}
 		v, w := nodePending, "healthz not read yet"
 		if f := n.syncs[fam]; f != nil {
 			v, w = ru.judge(f, r)

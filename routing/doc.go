@@ -60,7 +60,13 @@
 // ms worst. So, with D = SyncAllowance and Lag = WatchLag:
 //
 //  1. Cmin ≥ R + D: confirmed. A sync that started before kube-proxy got the
-//     change (at most R + skew) ends by R + skew + one sync ≤ R + D.
+//     change (at most R + skew) ends by R + skew + one sync ≤ R + D — if
+//     kube-proxy ran. A kube-proxy seen not running (a poll that timed out,
+//     or an answer slower than 250 ms: held in a frozen kube-proxy's
+//     backlog) did not read its watch either, and its first sync after it
+//     resumes may lack the change (measured through real kube-proxy: that
+//     node kept routing to the pod ~1 s after such a sync). So R is taken
+//     as the later of the change's receipt and the node's last stall.
 //  2. Cmin < R − Lag: pending, "no sync since the change". A partitioned
 //     kube-proxy answers healthy:true with a frozen lastUpdated for as long
 //     as the partition lasts: it stays here until the drain's bound.

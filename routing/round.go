@@ -69,6 +69,9 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 			o.log.Warn("kube-proxy healthz poll failed", "node", n.name, "addr", n.addr, "pending", pe.pending, "err", pe.msg)
 		}
 		n.problem = pe
+		if pe.pending { // accepted, never answered: kube-proxy is not running
+			n.stalledAt = o.clock.Now()
+		}
 		return
 	}
 	n.record(h, sent, received, o.rule.allowance)
