@@ -26,6 +26,7 @@
 // harness started after a crashed run removes that run's namespaces,
 // interfaces, processes and temporary directories first.
 //
-// This package is for tests only: nothing outside _test.go files may import
-// it, and it must never send traffic anywhere but to the namespaces it made.
+// This package is for tests and benchmarks only: nothing but _test.go files
+// and the bench/ commands may import it (never hapsuper's own packages), and
+// it must never send traffic anywhere but to the namespaces it made.
 package k8stest

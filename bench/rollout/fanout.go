@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing"
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+// The fan-out part: one routing.Observer (in a child process, so its RSS
+// is its own) confirms a withdrawal with N simulated kube-proxies. Each
+// node's healthz is one address of 127.1.0.0/16 on a shared port, answered
+// by one server in this process that tells the nodes apart by the address
+// a connection was made to. Before its scripted sync a node reports a sync
+// 5 s old (pending: no sync since the change); from it on, that sync.
+// Syncs complete from T0+400 ms to T0+900 ms, T0 being when the child
+// withdraws the pod in its fake API and requests the stop.
+
+// childEnv selects a child mode of this binary.
+const childEnv = "HAPSUPER_BENCH_CHILD"
+
+// Scripted syncs, after T0.
+const (
+	firstSync = 400 * time.Millisecond
+	syncSpan  = 500 * time.Millisecond
+)
+
+// fanoutResult is what the fan-out part measured.
+type fanoutResult struct {
+	nodes        int
+	confirmAfter time.Duration // confirmed − last node's sync
+	maxInFlight  int64
+	requests     int64
+	rssKB        int64 // the child's VmRSS once confirmed
+	syncedKB     int64 // the child's VmRSS before the stop request
+}
+
+// childReport is the child's answer, one JSON line.
+type childReport struct {
+	ConfirmedAt int64  `json:"confirmedAt"` // unix ns; 0 when not confirmed
+	RSSKB       int64  `json:"rssKB"`
+	SyncedKB    int64  `json:"syncedKB"` // VmRSS before the stop: fake API, informers, node list not read yet
+	State       string `json:"state"`
+	Detail      string `json:"detail"`
+}
+
+// nodeAddr is simulated node i's healthz address; nodeIndex inverts it.
+func nodeAddr(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)})
+}
+
+func nodeIndex(a netip.Addr) int {
+	b := a.Unmap().As4()
+	return int(b[2])*250 + int(b[3]) - 1
+}
+
+// runFanout runs the server here and the observer in a child.
+func runFanout(nodes int) (*fanoutResult, error) {
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the simulated healthz: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	var t0 atomic.Int64 // unix ns; 0 until set
+	var inFlight, maxInFlight, requests atomic.Int64
+	syncAt := func(i int) time.Time {
+		return time.Unix(0, t0.Load()).Add(firstSync + time.Duration(i)*syncSpan/time.Duration(max(nodes-1, 1)))
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		requests.Add(1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		ap, err := netip.ParseAddrPort(la.String())
+		if err != nil || t0.Load() == 0 {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+			return
+		}
+		now := time.Now()
+		last := time.Unix(0, t0.Load()).Add(-5 * time.Second)
+		if s := syncAt(nodeIndex(ap.Addr())); !now.Before(s) {
+			last = s
+		}
+		fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
+			now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable for the fan-out child: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(os.Environ(), childEnv+"=fanout", "HAPSUPER_BENCH_NODES="+strconv.Itoa(nodes), "HAPSUPER_BENCH_PORT="+strconv.Itoa(port))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("fan-out child stdin: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("fan-out child stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start fan-out child: %w", err)
+	}
+	defer cmd.Wait()
+	defer cancel()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "synced" {
+		return nil, fmt.Errorf("fan-out child did not report its watch synced (%q)", sc.Text())
+	}
+	at := time.Now().Add(200 * time.Millisecond)
+	t0.Store(at.UnixNano())
+	fmt.Fprintf(stdin, "%d\n", at.UnixNano())
+	if !sc.Scan() {
+		return nil, fmt.Errorf("fan-out child ended without a report")
+	}
+	var rep childReport
+	if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+		return nil, fmt.Errorf("read fan-out child report %q: %w", sc.Text(), err)
+	}
+	if rep.ConfirmedAt == 0 {
+		return nil, fmt.Errorf("fan-out: the observer never confirmed: %s: %s", rep.State, rep.Detail)
+	}
+	return &fanoutResult{
+		nodes:        nodes,
+		confirmAfter: time.Unix(0, rep.ConfirmedAt).Sub(syncAt(nodes - 1)),
+		maxInFlight:  maxInFlight.Load(),
+		requests:     requests.Load(),
+		rssKB:        rep.RSSKB,
+		syncedKB:     rep.SyncedKB,
+	}, nil
+}
+
+// childMode runs a child part when this process is one, and says so.
+func childMode() bool {
+	switch os.Getenv(childEnv) {
+	case "":
+		return false
+	case "fanout":
+		if err := fanoutChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "rollout fan-out child:", err)
+			os.Exit(1)
+		}
+		return true
+	}
+	fmt.Fprintln(os.Stderr, "rollout: unknown", childEnv)
+	os.Exit(2)
+	return true
+}
+
+// fanoutChild: a fake API with N nodes and the pod listed ready beside
+// another ready endpoint; report "synced"; at T0 (read from stdin) mark
+// the pod terminating and request the stop; report when the verdict is
+// withdrawn.
+func fanoutChild() error {
+	nodes, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_NODES"))
+	port, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_PORT"))
+	const ns, pod = "default", "bench-0"
+	var objs []any
+	for i := range nodes {
+		objs = append(objs, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)},
+			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr(i).String()}}},
+		})
+	}
+	objs = append(objs,
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Type: corev1.ServiceTypeClusterIP}},
+		fanoutSlice(ns, true))
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, o := range objs {
+		if err := createAny(ctx, client, o); err != nil {
+			return err
+		}
+	}
+	obs, err := routing.New(routing.Config{
+		Mode: routing.ModeKubeProxy, HealthzPort: port,
+		Identity: routing.Identity{PodName: pod, Namespace: ns, NodeName: "node-0", PodIPs: []string{"10.0.0.1"}},
+	}, client, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- obs.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.HasPrefix(obs.Routing(time.Now()).Detail, "routed here in the API") {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("observer not synced after 20s: %+v", obs.Routing(time.Now()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	syncedKB := procStatusKB(os.Getpid(), "VmRSS")
+	fmt.Println("synced")
+	var at int64
+	if _, err := fmt.Fscan(os.Stdin, &at); err != nil {
+		return fmt.Errorf("read T0: %w", err)
+	}
+	time.Sleep(time.Until(time.Unix(0, at)))
+	if _, err := client.DiscoveryV1().EndpointSlices(ns).Update(ctx, fanoutSlice(ns, false), metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("withdraw the pod: %w", err)
+	}
+	obs.StopRequested(time.Now())
+	rep := childReport{SyncedKB: syncedKB}
+	end := time.Now().Add(15 * time.Second)
+	for time.Now().Before(end) {
+		v := obs.Routing(time.Now())
+		rep.State, rep.Detail = string(v.State), v.Detail
+		if v.State == drain.RoutingWithdrawn {
+			rep.ConfirmedAt = time.Now().UnixNano()
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	rep.RSSKB = procStatusKB(os.Getpid(), "VmRSS")
+	cancel()
+	<-done
+	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// fanoutSlice lists the pod (ready, or terminating) and another ready pod.
+func fanoutSlice(ns string, ready bool) *discovery.EndpointSlice {
+	return &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: ns, Labels: map[string]string{discovery.LabelServiceName: "web"}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+		Endpoints: []discovery.Endpoint{
+			{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("node-0"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "bench-0", Namespace: ns},
+				Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(true), Terminating: ptr.To(!ready)}},
+			{Addresses: []string{"10.0.0.2"}, NodeName: ptr.To("node-1"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "bench-1", Namespace: ns},
+				Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}},
+		},
+	}
+}
+
+// createAny creates one object of the kinds the fan-out uses.
+func createAny(ctx context.Context, c *fake.Clientset, o any) error {
+	var err error
+	switch v := o.(type) {
+	case *corev1.Node:
+		_, err = c.CoreV1().Nodes().Create(ctx, v, metav1.CreateOptions{})
+	case *corev1.Pod:
+		_, err = c.CoreV1().Pods(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
+	case *corev1.Service:
+		_, err = c.CoreV1().Services(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
+	case *discovery.EndpointSlice:
+		_, err = c.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create %T in the fake API: %w", o, err)
+	}
+	return nil
+}

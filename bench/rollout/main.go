@@ -1,0 +1,276 @@
+// Command rollout is hapsuper's rollout benchmark: rolling updates of an
+// HAProxy Service through real kube-proxy, hapsuper against the stop
+// strategies in use today, side by side, plus what hapsuper costs.
+//
+//	go run ./bench/rollout            # the full run, ~15 minutes (make bench)
+//	go run ./bench/rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
+//
+// It runs, in one process and in this order:
+//
+//  1. HAProxy req/s bare and under hapsuper (go run ./bench/throughput, A/B
+//     interleaved; needs wrk).
+//  2. The kube-proxy confirmation fan-out: routing.Observer, in a child
+//     process of its own, against N simulated kube-proxy healthz endpoints
+//     (127.1.x.y, one server answering per address) whose syncs complete at
+//     scripted times; the time to confirm after the last sync, the requests
+//     in flight at most, the child's RSS.
+//  3. The rollout matrix on a k8stest cluster (2 nodes, nftables,
+//     minSyncPeriod 1 s): strategies immediate, sleep-5s, sleep-N (searched),
+//     quiet and hapsuper, times the client patterns, with kube-proxy live
+//     and with the other node's kube-proxy frozen for 4 s at each delete.
+//  4. The scale check: hapsuper's RSS (routing endpointslices) with 0 and
+//     with 10,000 EndpointSlices in its namespace.
+//
+// It prints progress while it runs, writes the Markdown table to
+// bench/rollout/RESULTS.md and the timeline of one drain per strategy to
+// docs/rollout-timeline.svg (and a PNG beside it), and prints the table. A
+// smoke run writes them to $TMPDIR/hapsuper-rollout-smoke/ instead. Other
+// flags select parts (-strategies, -patterns, -kube-proxy live|frozen,
+// -fanout-nodes, -slices, -throughput-rounds; see -help).
+//
+// It needs what the k8s tests need (root, iproute2, nftables, iptables,
+// conntrack, the binaries of hack/k8s-binaries.sh), haproxy, and wrk for
+// step 1. It only sends traffic to 127.0.0.0/8 and to the network
+// namespaces it creates. It is a benchmark, not a test: it fails only when
+// it cannot measure, never because a target was missed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// options shape one run.
+type options struct {
+	smoke       bool
+	grace       time.Duration
+	freeze      time.Duration
+	frozen      bool   // run the frozen kube-proxy cells
+	live        bool   // run the live kube-proxy cells
+	proxyStates string // -kube-proxy: both, live or frozen
+	patterns    []pattern
+	strategies  []strategy
+	candidates  []time.Duration // sleep-N candidates
+	fanout      int             // simulated nodes; 0: skip
+	slices      int             // EndpointSlices of the scale check; 0: skip
+	tpRounds    int             // throughput rounds; 0: skip
+	results     string          // RESULTS.md path ("" : module default)
+	picture     string          // timeline SVG path ("" : module default)
+	verbose     bool
+	logDir      string // where each stopped pod's container log goes ("": nowhere)
+}
+
+func main() {
+	if childMode() {
+		return
+	}
+	var o options
+	flag.BoolVar(&o.smoke, "smoke", false, "short run: quiet + hapsuper, new connections, live kube-proxy, 100-node fan-out, no throughput, no scale check")
+	flag.DurationVar(&o.grace, "grace", 20*time.Second, "the pods' grace period")
+	flag.IntVar(&o.fanout, "fanout-nodes", 1000, "simulated kube-proxies of the fan-out part (0 skips it)")
+	flag.IntVar(&o.slices, "slices", 10000, "EndpointSlices of the scale check (0 skips it)")
+	flag.IntVar(&o.tpRounds, "throughput-rounds", 5, "A/B rounds of the req/s part (0 skips it)")
+	flag.StringVar(&o.results, "results", "", "where to write the Markdown results (default bench/rollout/RESULTS.md; with --smoke, $TMPDIR/hapsuper-rollout-smoke/)")
+	flag.StringVar(&o.picture, "picture", "", "where to write the timeline SVG, and a PNG beside it (default docs/rollout-timeline.svg; with --smoke, beside the results)")
+	pats := flag.String("patterns", "", "comma list of client patterns (default all: "+joinPatterns(allPatterns)+")")
+	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper (default all, with the sleep-N search; setting it turns the search off)")
+	flag.StringVar(&o.proxyStates, "kube-proxy", "both", "kube-proxy states to run: both, live or frozen")
+	flag.BoolVar(&o.verbose, "v", false, "print each pod's stop times and the harness's own log lines")
+	flag.StringVar(&o.logDir, "logs", "", "write each stopped pod's container log (hapsuper's JSON, or HAProxy's) to this directory")
+	flag.Parse()
+	o, err := o.withDefaults(*pats, *strats)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rollout:", err)
+		os.Exit(2)
+	}
+	tb := &benchTB{verbose: o.verbose}
+	err = runBench(tb, o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rollout:", err)
+		os.Exit(1)
+	}
+}
+
+// withDefaults fills what the flags leave to the mode.
+func (o options) withDefaults(pats, strats string) (options, error) {
+	o.freeze = 4 * time.Second
+	o.frozen, o.live = true, true
+	o.patterns = allPatterns
+	o.strategies = []strategy{immediate(), sleepFor(5 * time.Second), quiet(), hapsuperS()}
+	o.candidates = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
+	if o.smoke {
+		o.frozen, o.live = false, true
+		o.patterns = []pattern{patNewConns}
+		o.strategies = []strategy{quiet(), hapsuperS()}
+		o.candidates = nil
+		o.fanout = min(o.fanout, 100)
+		o.slices = 0
+		o.tpRounds = 0
+	}
+	if pats != "" {
+		o.patterns = nil
+		for p := range strings.SplitSeq(pats, ",") {
+			p := pattern(strings.TrimSpace(p))
+			if !slices.Contains(allPatterns, p) {
+				return o, fmt.Errorf("unknown pattern %q in -patterns: use %s", p, joinPatterns(allPatterns))
+			}
+			o.patterns = append(o.patterns, p)
+		}
+	}
+	if strats != "" {
+		o.strategies, o.candidates = nil, nil
+		for name := range strings.SplitSeq(strats, ",") {
+			s, err := parseStrategy(strings.TrimSpace(name))
+			if err != nil {
+				return o, err
+			}
+			o.strategies = append(o.strategies, s)
+		}
+	}
+	switch o.proxyStates {
+	case "both", "":
+	case "live":
+		o.frozen = false
+	case "frozen":
+		o.live = false
+	default:
+		return o, fmt.Errorf("-kube-proxy %q: use both, live or frozen", o.proxyStates)
+	}
+	return o, nil
+}
+
+func joinPatterns(ps []pattern) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, string(p))
+	}
+	return strings.Join(s, ",")
+}
+
+// runner carries one run's state.
+type runner struct {
+	t     testing.TB
+	opts  options
+	out   io.Writer
+	env   *env
+	rules rules
+	cur   []*benchPod // the Service's current replicas, node1 first
+	seq   int
+}
+
+func (r *runner) printf(format string, args ...any) { fmt.Fprintf(r.out, format, args...) }
+
+// runBench runs everything with t as the harness's test (a *testing.T in
+// smoke_test.go, a benchTB from main). A benchTB's Fatalf and Skipf become
+// the returned error; its cleanups run before it returns.
+func runBench(t testing.TB, o options, out io.Writer) (err error) {
+	if btb, ok := t.(*benchTB); ok {
+		defer func() {
+			if v := recover(); v != nil {
+				a, ok := v.(abort)
+				if !ok {
+					btb.cleanup()
+					panic(v)
+				}
+				if a.skipped {
+					err = fmt.Errorf("cannot run: %s", a.msg)
+				} else {
+					err = errors.New(a.msg)
+				}
+			}
+			btb.cleanup()
+		}()
+	}
+	began := time.Now()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	// A smoke run leaves the committed results alone.
+	resultsDir, pictureDir := filepath.Join(root, "bench", "rollout"), filepath.Join(root, "docs")
+	if o.smoke {
+		resultsDir = filepath.Join(os.TempDir(), "hapsuper-rollout-smoke")
+		pictureDir = resultsDir
+	}
+	if o.results == "" {
+		o.results = filepath.Join(resultsDir, "RESULTS.md")
+	}
+	if o.picture == "" {
+		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
+	}
+	// Named like the harness's directories, so a later run removes it if
+	// this one crashes.
+	dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-bench-", os.Getpid()))
+	if err != nil {
+		return fmt.Errorf("create work directory: %w", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r := &runner{t: t, opts: o, out: out}
+	r.printf("building hapsuper\n")
+	bin, err := buildHapsuper(root, dir)
+	if err != nil {
+		return err
+	}
+	var x extras
+	x.smoke = o.smoke
+	if o.tpRounds > 0 {
+		r.printf("throughput: %d A/B rounds of HAProxy bare and under hapsuper (bench/throughput)\n", o.tpRounds)
+		if x.throughput, err = runThroughput(root, bin, o.tpRounds, out); err != nil {
+			return err
+		}
+	}
+	if o.fanout > 0 {
+		r.printf("fan-out: routing.Observer against %d simulated kube-proxies\n", o.fanout)
+		if x.fanout, err = runFanout(o.fanout); err != nil {
+			return err
+		}
+		r.printf("  confirmed %s s after the last sync; %d healthz requests, %d in flight at most; child RSS %.1f MB before the stop, %.1f MB once confirmed\n",
+			secs(x.fanout.confirmAfter), x.fanout.requests, x.fanout.maxInFlight, float64(x.fanout.syncedKB)/1024, float64(x.fanout.rssKB)/1024)
+	}
+
+	ctx := context.Background()
+	r.printf("cluster: starting etcd, kube-apiserver, kube-controller-manager, 2 nodes with nftables kube-proxy\n")
+	if r.env, err = newEnv(ctx, r, 2, root, bin, dir); err != nil {
+		return err
+	}
+	m, err := r.runMatrix(ctx)
+	if err != nil {
+		return err
+	}
+	if o.slices > 0 {
+		r.printf("scale: hapsuper RSS with 0 and %d EndpointSlices\n", o.slices)
+		if x.scale, err = r.runScale(ctx, o.slices); err != nil {
+			return err
+		}
+	}
+	x.total = time.Since(began)
+	table := report(m, x, o.grace)
+	if err := writeFile(o.results, table); err != nil {
+		return err
+	}
+	if err := drawTimeline(m, o.picture, o.smoke); err != nil {
+		return err
+	}
+	r.printf("\n%s\nwrote %s and %s (+ .png) in %v\n", table, o.results, o.picture, x.total.Round(time.Second))
+	return nil
+}
+
+// writeFile writes content to path, creating its directory.
+func writeFile(path, content string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create directory of %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

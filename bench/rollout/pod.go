@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// haproxyCfg is every pod's HAProxy: HTTP/1.1 on 8080, h2c (prior
+// knowledge) on 8081, both to a Go server in the pod on 127.0.0.1:9000 that
+// answers the pod's name, or after d with /slow?d=<duration>. It carries
+// the options hapsuper asks for, and the same for every strategy.
+const haproxyCfg = `global
+    maxconn 4000
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+    timeout http-request 5s
+    timeout http-keep-alive 10s
+    timeout client-fin 1s
+    option idle-close-on-response
+frontend web
+    bind :8080
+    default_backend app
+frontend h2
+    bind :8081 proto h2
+    default_backend app
+backend app
+    server app 127.0.0.1:9000
+`
+
+// backendPort is where the pod's Go application server listens.
+const backendPort = 9000
+
+// benchPod is one replica: a pod of the harness running the strategy's
+// container (plain HAProxy, or HAProxy under hapsuper) and the Go backend,
+// with the times of its stop as the bench played and observed them.
+type benchPod struct {
+	*k8stest.Pod
+	strat strategy
+	log   procLog
+
+	cmd    *execCmd
+	done   chan struct{}
+	code   int
+	exitAt time.Time
+
+	readyAt    time.Time // SetPodReady returned
+	readyTicks int64     // the process's CPU ticks then
+	deletedAt  time.Time // the API delete returned; the kubelet's stop starts here
+	signalAt   time.Time // SIGTERM (hapsuper) or SIGUSR1 (plain HAProxy) sent
+	softAt     time.Time // soft stop: SIGUSR1 sent, or hapsuper's "soft stop"
+	endedAt    time.Time // hapsuper's "drain ended"; the soft stop for plain HAProxy
+	masterAt   time.Time // HAProxy master exit
+	withdrawn  time.Time // hapsuper's first routing state=withdrawn after the stop
+	reason     string    // hapsuper's drain reason
+	killed     bool      // the grace period ended it (SIGKILL)
+
+	usage usage // hapsuper's RSS and CPU while serving (before the stop)
+}
+
+// startPod adds pod name on node with strategy s, starts its backend and
+// container, and returns once the container serves (HAProxy ready; for
+// hapsuper with routing, its watch synced too). The pod is not Ready yet.
+func (r *runner) startPod(ctx context.Context, node int, name string, s strategy, labels map[string]string) (*benchPod, error) {
+	e := r.env
+	pod := e.h.AddPod(r.t, node, name, labels)
+	p := &benchPod{Pod: pod, strat: s, done: make(chan struct{})}
+	pod.ServeHTTP(r.t, backendPort, http.HandlerFunc(p.serve))
+	dir := filepath.Join(e.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create directory of pod %s: %w", name, err)
+	}
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte(haproxyCfg), 0o644); err != nil {
+		return nil, fmt.Errorf("write HAProxy config of pod %s: %w", name, err)
+	}
+	var argv []string
+	if s.underHapsuper() {
+		mode := "off"
+		if s.kind == stratHapsuper {
+			mode = "kube-proxy"
+		}
+		if s.routing != "" {
+			mode = s.routing
+		}
+		argv = []string{e.bin,
+			"--routing", mode, "--kubeconfig", e.kubeconfig,
+			"--grace-period", r.opts.grace.String(), "--quiet-period", quietPeriod.String(),
+			"--log-format", "json",
+			"--master-socket", filepath.Join(dir, "master.sock"),
+			"--status-socket", filepath.Join(dir, "status.sock"),
+			"--override-file", filepath.Join(dir, "override.cfg")}
+		argv = append(append(argv, s.args...), "--", "/usr/sbin/haproxy", "-f", cfg)
+	} else {
+		argv = []string{"/usr/sbin/haproxy", "-W", "-db", "-f", cfg}
+	}
+	envv := []string{
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"POD_NAME=" + name, "POD_NAMESPACE=" + pod.Namespace,
+		"POD_IPS=" + pod.IP.String(), "NODE_NAME=" + pod.Node.Name,
+	}
+	cmd, err := startIn(pod, argv, envv, &p.log)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = cmd
+	go func() {
+		p.code = cmd.wait()
+		p.exitAt = time.Now()
+		close(p.done)
+	}()
+	r.t.Cleanup(func() { p.kill() })
+	if s.underHapsuper() {
+		msgs := []string{"haproxy ready"}
+		if s.kind == stratHapsuper || s.routing != "" {
+			msgs = append(msgs, "routing watch synced")
+		}
+		for _, msg := range msgs {
+			if _, ok := p.log.wait(msg, nil, 15*time.Second, p.done); !ok {
+				return nil, fmt.Errorf("pod %s: no %q from hapsuper within 15s; log:\n%s", name, msg, p.log.tail(20))
+			}
+		}
+		return p, nil
+	}
+	return p, p.waitListening(ctx)
+}
+
+// serve is the pod's application: its name, after d for /slow?d=<d>.
+func (p *benchPod) serve(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/slow" {
+		d, _ := time.ParseDuration(req.URL.Query().Get("d"))
+		select {
+		case <-time.After(min(d, 30*time.Second)):
+		case <-req.Context().Done():
+			return
+		}
+	}
+	_, _ = w.Write([]byte(p.Name))
+}
+
+// waitListening waits (bounded) until plain HAProxy accepts on 8080.
+func (p *benchPod) waitListening(ctx context.Context) error {
+	addr := net.JoinHostPort(p.IP.String(), "8080")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := p.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pod %s: HAProxy not listening on %s after 10s (%v); log:\n%s", p.Name, addr, err, p.log.tail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop plays the kubelet from the delete on: the strategy's preStop and
+// stop signal, SIGKILL at the grace period, and it returns once the process
+// has exited. It runs in its own goroutine per pod.
+func (p *benchPod) stop(grace time.Duration) {
+	if p.strat.kind == stratHapsuper || p.strat.kind == stratQuiet {
+		p.usage = measureUsage(p.cmd.pid(), p.readyAt, p.readyTicks)
+	}
+	deadline := time.NewTimer(time.Until(p.deletedAt.Add(grace)))
+	defer deadline.Stop()
+	switch p.strat.kind {
+	case stratImmediate, stratSleep:
+		select {
+		case <-time.After(p.strat.sleep): // preStop sleep (0 for immediate)
+		case <-p.done:
+		}
+		p.signalAt = time.Now()
+		p.softAt = p.signalAt
+		p.endedAt = p.signalAt
+		_ = p.cmd.signal(syscall.SIGUSR1)
+	default:
+		p.signalAt = time.Now()
+		_ = p.cmd.signal(syscall.SIGTERM)
+	}
+	select {
+	case <-p.done:
+	case <-deadline.C:
+		p.killed = true
+		p.kill()
+	}
+	p.masterAt = p.exitAt
+	if !p.strat.underHapsuper() {
+		return
+	}
+	if l, ok := p.log.find("soft stop", nil); ok {
+		p.softAt = l.at
+	}
+	if l, ok := p.log.find("drain ended", nil); ok {
+		p.endedAt, p.reason = l.at, l.str("reason")
+	}
+	if l, ok := p.log.find("haproxy exited", nil); ok {
+		p.masterAt = l.at
+	}
+	if l, ok := p.log.find("routing", func(l logLine) bool {
+		return l.str("state") == "withdrawn" && !l.at.Before(p.signalAt)
+	}); ok {
+		p.withdrawn = l.at
+	}
+}
+
+// kill ends the container at once and waits (bounded) for it.
+func (p *benchPod) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
+}

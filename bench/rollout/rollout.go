@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// podResult is one old pod's stop in a rollout.
+type podResult struct {
+	name, node string
+	strat      strategy
+	deleted    time.Time // the kubelet's stop starts (preStop, or the stop signal)
+	signal     time.Time
+	soft       time.Time
+	ended      time.Time // drain ended (the soft stop for plain HAProxy)
+	master     time.Time // HAProxy master exit
+	withdrawn  time.Time // withdrawal confirmed: hapsuper's log, or the last node's rules
+	hapsuperW  time.Time // hapsuper's own routing withdrawn line (zero otherwise)
+	nodeRules  map[string]time.Time
+	reason     string
+	late       int // new connections sent after withdrawn that the pod answered (-1: not counted)
+	killed     bool
+	code       int
+	usage      usage
+}
+
+// drain is the stop → HAProxy master exit time.
+func (p podResult) drain() time.Duration { return p.master.Sub(p.deleted) }
+
+// cellResult is what one rollout measured.
+type cellResult struct {
+	cell
+	start, end time.Time
+	outcomes   []outcome
+	pods       []podResult
+}
+
+func (c cellResult) failures() map[string]int {
+	m := map[string]int{}
+	for _, o := range c.outcomes {
+		if o.kind != kindOK {
+			m[o.kind]++
+		}
+	}
+	return m
+}
+
+func (c cellResult) failed() int {
+	n := 0
+	for _, v := range c.failures() {
+		n += v
+	}
+	return n
+}
+
+// Rollout timing.
+const (
+	warmUp   = time.Second // traffic before the first replacement
+	tailTime = time.Second // traffic after the last old pod exited
+)
+
+// ensurePods makes the current replicas, one per node, run strategy s:
+// kept when the container is the same, else replaced without measurement.
+func (r *runner) ensurePods(ctx context.Context, s strategy) error {
+	if len(r.cur) > 0 && sameProcess(r.cur[0].strat, s) {
+		for _, p := range r.cur {
+			p.strat = s
+		}
+		return nil
+	}
+	var next []*benchPod
+	for i := range r.env.h.Nodes() {
+		p, err := r.newReplica(ctx, i+1, s)
+		if err != nil {
+			return err
+		}
+		if err := r.markReady(ctx, p); err != nil {
+			return err
+		}
+		next = append(next, p)
+	}
+	for _, old := range r.cur {
+		old.kill()
+		if err := r.env.h.FinishPod(ctx, old.Pod); err != nil {
+			return err
+		}
+	}
+	r.cur = next
+	return nil
+}
+
+// newReplica starts a replica of strategy s on node.
+func (r *runner) newReplica(ctx context.Context, node int, s strategy) (*benchPod, error) {
+	r.seq++
+	return r.startPod(ctx, node, fmt.Sprintf("%s-%d", s.short(), r.seq), s, map[string]string{"app": serviceName})
+}
+
+// markReady is the kubelet's Ready.
+func (r *runner) markReady(ctx context.Context, p *benchPod) error {
+	if err := r.env.h.SetPodReady(ctx, p.Pod, true); err != nil {
+		return err
+	}
+	p.readyAt, p.readyTicks = time.Now(), cpuTicks(p.cmd.pid())
+	return nil
+}
+
+// runCell runs one rollout of c; the replacements run strategy next (the
+// following cell's, so they need no replacing). It fails when it cannot
+// roll out; trouble after the pods were deleted is printed as a warning.
+func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult, error) {
+	if err := r.ensurePods(ctx, c.strat); err != nil {
+		return cellResult{}, err
+	}
+	nodes := r.env.h.Nodes()
+	var ips []string
+	for _, p := range r.cur {
+		ips = append(ips, p.IP.String())
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := r.rules.waitExactly(wctx, nodes, ips...)
+	cancel()
+	if err != nil {
+		return cellResult{}, err
+	}
+
+	res := cellResult{cell: c, start: time.Now()}
+	tr := startTraffic(c.pat, nodes, r.env.clusterIP)
+	time.Sleep(warmUp)
+
+	var stops, watches sync.WaitGroup
+	var freezes freezer
+	var errMu sync.Mutex
+	var errs []error
+	records := make([]podResult, len(r.cur))
+	var next2 []*benchPod
+	for i, old := range r.cur {
+		repl, err := r.newReplica(ctx, i+1, next)
+		if err == nil {
+			err = r.markReady(ctx, repl)
+		}
+		if err != nil {
+			tr.stop()
+			return cellResult{}, err
+		}
+		next2 = append(next2, repl)
+		time.Sleep(time.Duration(rand.IntN(31)) * time.Millisecond)
+		if err := r.env.h.DeletePod(ctx, old.Pod, r.opts.grace); err != nil {
+			tr.stop()
+			return cellResult{}, err
+		}
+		old.deletedAt = time.Now()
+		tr.deleted(old.deletedAt)
+		if c.frozen {
+			for _, n := range nodes {
+				if n != old.Node {
+					freezes.freeze(n, r.opts.freeze)
+				}
+			}
+		}
+		rec := &records[i]
+		rec.nodeRules = map[string]time.Time{}
+		var recMu sync.Mutex
+		wctx, wcancel := context.WithTimeout(ctx, r.opts.grace+5*time.Second)
+		defer wcancel()
+		for _, n := range nodes {
+			watches.Go(func() {
+				at := r.rules.withdrawalWatch(wctx, n, old.IP.String())
+				recMu.Lock()
+				rec.nodeRules[n.Name] = at
+				recMu.Unlock()
+			})
+		}
+		stops.Go(func() {
+			old.stop(r.opts.grace)
+			if r.opts.logDir != "" {
+				if err := writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.log.tail(1<<20)+"\n"); err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+				}
+			}
+			fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer fcancel()
+			if err := r.env.h.FinishPod(fctx, old.Pod); err != nil {
+				errMu.Lock()
+				errs = append(errs, err)
+				errMu.Unlock()
+			}
+		})
+	}
+	stops.Wait()
+	watches.Wait()
+	if err := freezes.wait(); err != nil {
+		errs = append(errs, err)
+	}
+	time.Sleep(tailTime)
+	tr.stop()
+	res.end = time.Now()
+	res.outcomes = tr.outcomes()
+	for i, old := range r.cur {
+		rec := &records[i]
+		rec.name, rec.node, rec.strat = old.Name, old.Node.Name, old.strat
+		rec.deleted, rec.signal, rec.soft, rec.ended, rec.master = old.deletedAt, old.signalAt, old.softAt, old.endedAt, old.masterAt
+		rec.reason, rec.killed, rec.code, rec.usage = old.reason, old.killed, old.code, old.usage
+		rec.hapsuperW = old.withdrawn
+		if old.strat.kind == stratHapsuper {
+			rec.withdrawn = old.withdrawn
+		} else {
+			rec.withdrawn = lastOf(rec.nodeRules)
+		}
+		rec.late = lateHits(res.outcomes, c.pat, rec.name, rec.withdrawn)
+		res.pods = append(res.pods, *rec)
+	}
+	r.cur = next2
+	// The rollout was measured: what failed around it (removing a Pod
+	// object, thawing a kube-proxy) is reported and the run goes on.
+	if err := errors.Join(errs...); err != nil {
+		r.printf("  warning: %v: %v\n", c, err)
+	}
+	return res, nil
+}
+
+// lateHits counts the requests sent after withdrawn that pod answered, for
+// the patterns that open a connection per request (a kept-alive
+// connection may rightly reach the pod after the withdrawal); -1 otherwise.
+func lateHits(out []outcome, pat pattern, pod string, withdrawn time.Time) int {
+	if pat == patKeepAlive || pat == patH2 || withdrawn.IsZero() {
+		return -1
+	}
+	n := 0
+	for _, o := range out {
+		if o.pod == pod && o.sent.After(withdrawn) {
+			n++
+		}
+	}
+	return n
+}
+
+// String is the pod's stop, in seconds after its delete.
+func (p podResult) String() string {
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return secs(t.Sub(p.deleted))
+	}
+	var rules []string
+	for _, n := range sortedKeys(p.nodeRules) {
+		rules = append(rules, n+" "+rel(p.nodeRules[n]))
+	}
+	return fmt.Sprintf("%s on %s: signal %s, rules withdrawn [%s], hapsuper withdrawn %s, drain ended %s (%s), soft stop %s, master exit %s, code %d, late %d",
+		p.name, p.node, rel(p.signal), strings.Join(rules, ", "), rel(p.hapsuperW), rel(p.ended), p.reason, rel(p.soft), rel(p.master), p.code, p.late)
+}
+
+// lastOf is the latest of the times, zero if any is zero (never seen).
+func lastOf(m map[string]time.Time) time.Time {
+	var last time.Time
+	for _, t := range m {
+		if t.IsZero() {
+			return time.Time{}
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestMain lets the fan-out child run from the test binary: runFanout
+// re-executes the running executable with HAPSUPER_BENCH_CHILD set.
+func TestMain(m *testing.M) {
+	if childMode() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs the smoke mode (quiet + hapsuper, new connections, live
+// kube-proxy, 100-node fan-out) on a real cluster and checks that it
+// produced a results table with requests in every row and the timeline
+// picture. The harness skips it without root or the Kubernetes binaries,
+// and fails it when CI=true.
+func TestSmoke(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the rollout smoke run needs root (network namespaces); CI=true")
+		}
+		t.Skip("the rollout smoke run needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the rollout smoke run needs haproxy: %v", err)
+		}
+		t.Skipf("the rollout smoke run needs haproxy: %v", err)
+	}
+	dir := t.TempDir()
+	o, err := options{smoke: true, grace: 20 * time.Second, fanout: 100}.withDefaults("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.results = filepath.Join(dir, "RESULTS.md")
+	o.picture = filepath.Join(dir, "timeline.svg")
+	var out bytes.Buffer
+	if err := runBench(t, o, &out); err != nil {
+		t.Fatalf("smoke run: %v\n%s", err, out.String())
+	}
+	t.Logf("smoke run output:\n%s", out.String())
+
+	table, err := os.ReadFile(o.results)
+	if err != nil {
+		t.Fatalf("results table: %v", err)
+	}
+	rows := regexp.MustCompile(`(?m)^\| (quiet|hapsuper) \| new-conns \| live \| (\d+) \|`).FindAllSubmatch(table, -1)
+	if len(rows) != 2 {
+		t.Fatalf("results table has %d rows for quiet and hapsuper, want 2:\n%s", len(rows), table)
+	}
+	for _, row := range rows {
+		if n, _ := strconv.Atoi(string(row[2])); n == 0 {
+			t.Errorf("strategy %s: 0 requests in its row", row[1])
+		}
+	}
+	for _, pic := range []string{o.picture, filepath.Join(dir, "timeline.png")} {
+		fi, err := os.Stat(pic)
+		if err != nil {
+			t.Errorf("picture: %v", err)
+		} else if fi.Size() < 1000 {
+			t.Errorf("picture %s: only %d bytes", pic, fi.Size())
+		}
+	}
+}

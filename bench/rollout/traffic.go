@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// Outcome kinds of one request.
+const (
+	kindOK      = "ok"
+	kindRefused = "refused"
+	kindReset   = "reset"
+	kind5xx     = "5xx"
+	kindTimeout = "timeout"
+	kindOther   = "other"
+)
+
+// failureKinds are the columns of the table, in order.
+var failureKinds = []string{kindRefused, kindReset, kind5xx, kindTimeout, kindOther}
+
+// outcome is one request through the ClusterIP.
+type outcome struct {
+	node       string
+	sent, done time.Time
+	pod        string // the answering pod, from the body
+	kind       string
+	err        string
+}
+
+// pattern is a client behaviour; every one runs from each node's network
+// namespace through the Service's ClusterIP, about 50 requests/s in all
+// (slow: 10/s, 3 s each).
+type pattern string
+
+// The client patterns.
+const (
+	patNewConns  pattern = "new-conns"  // a new connection per request, every 40 ms per node
+	patKeepAlive pattern = "keep-alive" // HTTP/1.1, two persistent connections per node, a request every 80 ms on each
+	patH2        pattern = "h2"         // h2c, two connections per node, a stream every 80 ms on each
+	patPause     pattern = "pause"      // new-conns that pauses 3 s from each delete, then resumes
+	patSlow      pattern = "slow"       // new connection per request, /slow?d=3s every 200 ms per node
+)
+
+var allPatterns = []pattern{patNewConns, patKeepAlive, patH2, patPause, patSlow}
+
+// pauseLength is how long the pause pattern holds back after a delete:
+// past the 2 s quiet period.
+const pauseLength = 3 * time.Second
+
+// traffic runs one pattern's clients and records every outcome.
+type traffic struct {
+	pat    pattern
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+	reqs   sync.WaitGroup
+
+	mu     sync.Mutex
+	out    []outcome
+	pauses []time.Time // the pause pattern holds back from each for pauseLength
+}
+
+// startTraffic starts pat's clients on every node against clusterIP.
+func startTraffic(pat pattern, nodes []*k8stest.Node, clusterIP netip.Addr) *traffic {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &traffic{pat: pat, cancel: cancel}
+	url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(clusterIP, httpPort))
+	h2url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(clusterIP, h2Port))
+	for _, n := range nodes {
+		switch pat {
+		case patNewConns, patPause:
+			tr.every(ctx, n.Name, 40*time.Millisecond, n.HTTPClient(2*time.Second), url, true)
+		case patSlow:
+			tr.every(ctx, n.Name, 200*time.Millisecond, n.HTTPClient(3*time.Second+3*time.Second), url+"slow?d=3s", true)
+		case patKeepAlive:
+			for range 2 {
+				c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+					DialContext: n.DialContext, Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second,
+				}}
+				tr.every(ctx, n.Name, 80*time.Millisecond, c, url, false)
+			}
+		case patH2:
+			for range 2 {
+				var protos http.Protocols
+				protos.SetUnencryptedHTTP2(true)
+				c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+					DialContext: n.DialContext, Proxy: nil, Protocols: &protos,
+				}}
+				tr.every(ctx, n.Name, 80*time.Millisecond, c, h2url, true)
+			}
+		}
+	}
+	return tr
+}
+
+// every sends a GET to url every interval from node: each in a goroutine
+// of its own when concurrent, else one after the other (ticks are skipped
+// while one runs).
+func (tr *traffic) every(ctx context.Context, node string, interval time.Duration, c *http.Client, url string, concurrent bool) {
+	tr.loops.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		defer c.CloseIdleConnections()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if tr.paused(now) {
+					continue
+				}
+				if concurrent {
+					tr.reqs.Go(func() { tr.add(request(c, node, url)) })
+				} else {
+					tr.add(request(c, node, url))
+				}
+			}
+		}
+	})
+}
+
+// deleted tells the pause pattern that a pod was deleted at t.
+func (tr *traffic) deleted(t time.Time) {
+	if tr.pat != patPause {
+		return
+	}
+	tr.mu.Lock()
+	tr.pauses = append(tr.pauses, t)
+	tr.mu.Unlock()
+}
+
+// paused says whether the pause pattern holds back at now.
+func (tr *traffic) paused(now time.Time) bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, t := range tr.pauses {
+		if !now.Before(t) && now.Before(t.Add(pauseLength)) {
+			return true
+		}
+	}
+	return false
+}
+
+// stop ends the clients and waits for the requests in flight (each bounded
+// by its client's timeout).
+func (tr *traffic) stop() {
+	tr.cancel()
+	tr.loops.Wait()
+	tr.reqs.Wait()
+}
+
+func (tr *traffic) add(o outcome) {
+	tr.mu.Lock()
+	tr.out = append(tr.out, o)
+	tr.mu.Unlock()
+}
+
+// outcomes returns every outcome, by send time.
+func (tr *traffic) outcomes() []outcome {
+	tr.mu.Lock()
+	out := append([]outcome(nil), tr.out...)
+	tr.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].sent.Before(out[j].sent) })
+	return out
+}
+
+// request makes one GET and classifies what happened.
+func request(c *http.Client, node, url string) outcome {
+	o := outcome{node: node, sent: time.Now()}
+	resp, err := c.Get(url)
+	if err != nil {
+		o.kind, o.err, o.done = classifyErr(err), err.Error(), time.Now()
+		return o
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	resp.Body.Close()
+	o.done = time.Now()
+	switch {
+	case err != nil:
+		o.kind, o.err = classifyErr(err), err.Error()
+	case resp.StatusCode >= 500:
+		o.kind, o.err = kind5xx, resp.Status
+	case resp.StatusCode != http.StatusOK:
+		o.kind, o.err = kindOther, resp.Status
+	default:
+		o.kind, o.pod = kindOK, string(body)
+	}
+	return o
+}
+
+// classifyErr sorts a client error into the table's columns.
+func classifyErr(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return kindRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return kindReset
+	case errors.As(err, &ne) && ne.Timeout():
+		return kindTimeout
+	}
+	return kindOther
+}
