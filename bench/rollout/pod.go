@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -47,7 +48,7 @@ const backendPort = 9000
 type benchPod struct {
 	*k8stest.Pod
 	strat strategy
-	log   procLog
+	log   k8sdrain.Log
 
 	cmd    *execCmd
 	done   chan struct{}
@@ -126,8 +127,8 @@ func (r *runner) startPod(ctx context.Context, node int, name string, s strategy
 			msgs = append(msgs, "routing watch synced")
 		}
 		for _, msg := range msgs {
-			if _, ok := p.log.wait(msg, nil, 15*time.Second, p.done); !ok {
-				return nil, fmt.Errorf("pod %s: no %q from hapsuper within 15s; log:\n%s", name, msg, p.log.tail(20))
+			if _, ok := p.log.Wait(msg, nil, 15*time.Second, p.done); !ok {
+				return nil, fmt.Errorf("pod %s: no %q from hapsuper within 15s; log:\n%s", name, msg, p.log.Tail(20))
 			}
 		}
 		return p, nil
@@ -159,7 +160,7 @@ func (p *benchPod) waitListening(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pod %s: HAProxy not listening on %s after 10s (%v); log:\n%s", p.Name, addr, err, p.log.tail(20))
+			return fmt.Errorf("pod %s: HAProxy not listening on %s after 10s (%v); log:\n%s", p.Name, addr, err, p.log.Tail(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -198,19 +199,19 @@ func (p *benchPod) stop(grace time.Duration) {
 	if !p.strat.underHapsuper() {
 		return
 	}
-	if l, ok := p.log.find("soft stop", nil); ok {
-		p.softAt = l.at
+	if l, ok := p.log.Find("soft stop", nil); ok {
+		p.softAt = l.At
 	}
-	if l, ok := p.log.find("drain ended", nil); ok {
-		p.endedAt, p.reason = l.at, l.str("reason")
+	if l, ok := p.log.Find("drain ended", nil); ok {
+		p.endedAt, p.reason = l.At, l.Str("reason")
 	}
-	if l, ok := p.log.find("haproxy exited", nil); ok {
-		p.masterAt = l.at
+	if l, ok := p.log.Find("haproxy exited", nil); ok {
+		p.masterAt = l.At
 	}
-	if l, ok := p.log.find("routing", func(l logLine) bool {
-		return l.str("state") == "withdrawn" && !l.at.Before(p.signalAt)
+	if l, ok := p.log.Find("routing", func(l k8sdrain.Entry) bool {
+		return l.Str("state") == "withdrawn" && !l.At.Before(p.signalAt)
 	}); ok {
-		p.withdrawn = l.at
+		p.withdrawn = l.At
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 )
 
 // extras are the figures beside the rollout matrix; a nil part was not run.
@@ -66,7 +68,7 @@ func report(m *matrix, x extras, grace time.Duration) string {
 			lateCol = strconv.Itoa(late)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s | %s |\n",
-			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[kindRefused], f[kindReset], f[kind5xx], f[kindTimeout], f[kindOther],
+			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[k8sdrain.KindRefused], f[k8sdrain.KindReset], f[k8sdrain.Kind5xx], f[k8sdrain.KindTimeout], f[k8sdrain.KindOther],
 			secs(median(drains)), secs(slices.Max(drains)), gap, lateCol, counts(reasons))
 	}
 	if len(m.search) > 0 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 )
 
 // podResult is one old pod's stop in a rollout.
@@ -37,15 +39,15 @@ func (p podResult) drain() time.Duration { return p.master.Sub(p.deleted) }
 type cellResult struct {
 	cell
 	start, end time.Time
-	outcomes   []outcome
+	outcomes   []k8sdrain.Outcome
 	pods       []podResult
 }
 
 func (c cellResult) failures() map[string]int {
 	m := map[string]int{}
 	for _, o := range c.outcomes {
-		if o.kind != kindOK {
-			m[o.kind]++
+		if o.Kind != k8sdrain.KindOK {
+			m[o.Kind]++
 		}
 	}
 	return m
@@ -179,7 +181,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		stops.Go(func() {
 			old.stop(r.opts.grace)
 			if r.opts.logDir != "" {
-				if err := writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.log.tail(1<<20)+"\n"); err != nil {
+				if err := writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.log.Tail(1<<20)+"\n"); err != nil {
 					errMu.Lock()
 					errs = append(errs, err)
 					errMu.Unlock()
@@ -202,7 +204,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 	time.Sleep(tailTime)
 	tr.stop()
 	res.end = time.Now()
-	res.outcomes = tr.outcomes()
+	res.outcomes = tr.rec.Outcomes()
 	for i, old := range r.cur {
 		rec := &records[i]
 		rec.name, rec.node, rec.strat = old.Name, old.Node.Name, old.strat
@@ -229,13 +231,13 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 // lateHits counts the requests sent after withdrawn that pod answered, for
 // the patterns that open a connection per request (a kept-alive
 // connection may rightly reach the pod after the withdrawal); -1 otherwise.
-func lateHits(out []outcome, pat pattern, pod string, withdrawn time.Time) int {
+func lateHits(out []k8sdrain.Outcome, pat pattern, pod string, withdrawn time.Time) int {
 	if pat == patKeepAlive || pat == patH2 || withdrawn.IsZero() {
 		return -1
 	}
 	n := 0
 	for _, o := range out {
-		if o.pod == pod && o.sent.After(withdrawn) {
+		if o.Pod == pod && o.Sent.After(withdrawn) {
 			n++
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 )
 
 // binWidth is the timeline's resolution.
@@ -178,13 +180,13 @@ func binned(c cellResult, v view) series {
 		sr.failed[i].X, sr.draining[i].X = sr.ok[i].X, sr.ok[i].X
 	}
 	for _, o := range c.outcomes {
-		i := int(math.Floor((x(o.sent) - v.from) / binWidth.Seconds()))
+		i := int(math.Floor((x(o.Sent) - v.from) / binWidth.Seconds()))
 		if i < 0 || i >= nb {
 			continue
 		}
-		if o.kind == kindOK {
+		if o.Kind == k8sdrain.KindOK {
 			sr.ok[i].Y += 1 / binWidth.Seconds()
-			if o.pod == pod.name {
+			if o.Pod == pod.name {
 				sr.draining[i].Y += 1 / binWidth.Seconds()
 			}
 		} else {
@@ -205,7 +207,7 @@ func cellPlot(c cellResult, v view, legend bool) (*plot.Plot, error) {
 	p := plot.New()
 	var nfail int
 	for _, o := range c.outcomes {
-		if o.kind != kindOK {
+		if o.Kind != k8sdrain.KindOK {
 			nfail++
 		}
 	}

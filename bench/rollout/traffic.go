@@ -2,41 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/netip"
-	"sort"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
-// Outcome kinds of one request.
-const (
-	kindOK      = "ok"
-	kindRefused = "refused"
-	kindReset   = "reset"
-	kind5xx     = "5xx"
-	kindTimeout = "timeout"
-	kindOther   = "other"
-)
-
 // failureKinds are the columns of the table, in order.
-var failureKinds = []string{kindRefused, kindReset, kind5xx, kindTimeout, kindOther}
-
-// outcome is one request through the ClusterIP.
-type outcome struct {
-	node       string
-	sent, done time.Time
-	pod        string // the answering pod, from the body
-	kind       string
-	err        string
-}
+var failureKinds = []string{k8sdrain.KindRefused, k8sdrain.KindReset, k8sdrain.Kind5xx, k8sdrain.KindTimeout, k8sdrain.KindOther}
 
 // pattern is a client behaviour; every one runs from each node's network
 // namespace through the Service's ClusterIP, about 50 requests/s in all
@@ -65,8 +42,9 @@ type traffic struct {
 	loops  sync.WaitGroup
 	reqs   sync.WaitGroup
 
+	rec k8sdrain.Record
+
 	mu     sync.Mutex
-	out    []outcome
 	pauses []time.Time // the pause pattern holds back from each for pauseLength
 }
 
@@ -120,9 +98,9 @@ func (tr *traffic) every(ctx context.Context, node string, interval time.Duratio
 					continue
 				}
 				if concurrent {
-					tr.reqs.Go(func() { tr.add(request(c, node, url)) })
+					tr.reqs.Go(func() { tr.rec.Add(k8sdrain.Request(c, node, url)) })
 				} else {
-					tr.add(request(c, node, url))
+					tr.rec.Add(k8sdrain.Request(c, node, url))
 				}
 			}
 		}
@@ -157,57 +135,4 @@ func (tr *traffic) stop() {
 	tr.cancel()
 	tr.loops.Wait()
 	tr.reqs.Wait()
-}
-
-func (tr *traffic) add(o outcome) {
-	tr.mu.Lock()
-	tr.out = append(tr.out, o)
-	tr.mu.Unlock()
-}
-
-// outcomes returns every outcome, by send time.
-func (tr *traffic) outcomes() []outcome {
-	tr.mu.Lock()
-	out := append([]outcome(nil), tr.out...)
-	tr.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].sent.Before(out[j].sent) })
-	return out
-}
-
-// request makes one GET and classifies what happened.
-func request(c *http.Client, node, url string) outcome {
-	o := outcome{node: node, sent: time.Now()}
-	resp, err := c.Get(url)
-	if err != nil {
-		o.kind, o.err, o.done = classifyErr(err), err.Error(), time.Now()
-		return o
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	resp.Body.Close()
-	o.done = time.Now()
-	switch {
-	case err != nil:
-		o.kind, o.err = classifyErr(err), err.Error()
-	case resp.StatusCode >= 500:
-		o.kind, o.err = kind5xx, resp.Status
-	case resp.StatusCode != http.StatusOK:
-		o.kind, o.err = kindOther, resp.Status
-	default:
-		o.kind, o.pod = kindOK, string(body)
-	}
-	return o
-}
-
-// classifyErr sorts a client error into the table's columns.
-func classifyErr(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return kindRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return kindReset
-	case errors.As(err, &ne) && ne.Timeout():
-		return kindTimeout
-	}
-	return kindOther
 }

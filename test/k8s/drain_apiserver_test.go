@@ -42,8 +42,8 @@ func TestDrain_APIServerKilled(t *testing.T) {
 		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
-		if _, ok := a.log.wait("routing path withdrawn in the API", nil, 5*time.Second, a.done); !ok {
-			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.log.tail(20))
+		if _, ok := a.log.Wait("routing path withdrawn in the API", nil, 5*time.Second, a.done); !ok {
+			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.log.Tail(20))
 		}
 		killAPIServer(t, e)
 		a.sigterm(t)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -54,7 +55,7 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(thawAfter)))
 	if a.exited() {
-		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was frozen:\n%s", a.log.tail(20))
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was frozen:\n%s", a.log.Tail(20))
 	}
 	if err := kp.Thaw(); err != nil {
 		t.Fatal(err)
@@ -63,8 +64,8 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 	r := a.afterStop(t, tr, true)
 
 	resumed := time.Unix(0, deleted.Load()).Add(pauseTo)
-	stale := tr.where(func(o outcome) bool {
-		return o.node == "node2" && o.pod == "web-a" && !o.sent.Before(resumed) && o.sent.Before(thawed)
+	stale := tr.where(func(o k8sdrain.Outcome) bool {
+		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(resumed) && o.Sent.Before(thawed)
 	})
 	t.Logf("thaw +%v; drain ended %v after the thaw; node2 sent %d requests to web-a between its resume and the thaw",
 		thawed.Sub(a.deletedAt).Round(time.Millisecond), r.ended.Sub(thawed).Round(time.Millisecond), len(stale))
@@ -96,7 +97,7 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 `, api, api))
 	r := a.drainUnder(t, tr, true)
 
-	refused := tr.where(func(o outcome) bool { return o.kind != kindOK && !o.sent.Before(r.ended) })
+	refused := tr.where(func(o k8sdrain.Outcome) bool { return o.Kind != k8sdrain.KindOK && !o.Sent.Before(r.ended) })
 	t.Logf("after the drain ended, %d requests failed (node2's stale rules still pick web-a)", len(refused))
 	checkNoFailures(t, tr, r.ended)
 	checkReason(t, r, "bound")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -101,14 +102,14 @@ func TestDrain_Measure(t *testing.T) {
 	for i := range results {
 		m := &results[i]
 		m.checkExit(t)
-		hits := tr.where(func(o outcome) bool { return o.pod == m.pod })
+		hits := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == m.pod })
 		if len(hits) > 0 {
-			m.hitAfter = hits[len(hits)-1].sent.Sub(m.deleted)
+			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)
 		}
 		if !m.withdrawn.IsZero() {
 			m.late = len(tr.answeredBy(m.pod, m.withdrawn))
 			if len(hits) > 0 {
-				m.lastHit = m.withdrawn.Sub(hits[len(hits)-1].sent)
+				m.lastHit = m.withdrawn.Sub(hits[len(hits)-1].Sent)
 			}
 		}
 		if m.late > 0 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -19,7 +20,7 @@ import (
 type hapPod struct {
 	*k8stest.Pod
 	e   *drainEnv
-	log *hapLog
+	log *k8sdrain.Log
 
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when hapsuper has exited
@@ -62,7 +63,7 @@ func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyCfg, pod.IP, name), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &hapPod{Pod: pod, e: e, log: newHapLog(), done: make(chan struct{})}
+	p := &hapPod{Pod: pod, e: e, log: new(k8sdrain.Log), done: make(chan struct{})}
 	p.cmd = pod.Command(context.Background(), e.bin,
 		"--routing", "kube-proxy", "--kubeconfig", e.kubeconfig,
 		"--grace-period", drainGrace.String(), "--quiet-period", drainQuiet.String(),
@@ -87,7 +88,7 @@ func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 		t.Fatalf("start hapsuper in pod %s: %v", name, err)
 	}
 	w.Close()
-	go p.log.read(r)
+	go p.log.Read(r)
 	go func() {
 		err := p.cmd.Wait()
 		p.exitAt = time.Now()
@@ -111,14 +112,14 @@ func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 		}
 		switch {
 		case os.Getenv("HAPSUPER_K8S_DRAIN_LOG") != "":
-			t.Logf("hapsuper log of pod %s:\n%s", name, p.log.tail(1000))
+			t.Logf("hapsuper log of pod %s:\n%s", name, p.log.Tail(1000))
 		case t.Failed():
-			t.Logf("hapsuper log of pod %s ends:\n%s", name, p.log.tail(40))
+			t.Logf("hapsuper log of pod %s ends:\n%s", name, p.log.Tail(40))
 		}
 	})
 	for _, msg := range []string{"haproxy ready", "routing watch synced"} {
-		if _, ok := p.log.wait(msg, nil, 15*time.Second, p.done); !ok {
-			t.Fatalf("pod %s: no %q in hapsuper's log within 15s (exited: %v); log:\n%s", name, msg, p.exited(), p.log.tail(30))
+		if _, ok := p.log.Wait(msg, nil, 15*time.Second, p.done); !ok {
+			t.Fatalf("pod %s: no %q in hapsuper's log within 15s (exited: %v); log:\n%s", name, msg, p.exited(), p.log.Tail(30))
 		}
 	}
 	return p
@@ -133,9 +134,9 @@ func (p *hapPod) ready(t *testing.T) {
 	if err := p.e.h.SetPodReady(ctx, p.Pod, true); err != nil {
 		t.Fatal(err)
 	}
-	routed := func(l logEntry) bool { return strings.HasPrefix(l.str("detail"), "routed here in the API") }
-	if _, ok := p.log.wait("routing", routed, 10*time.Second, p.done); !ok {
-		t.Fatalf("pod %s: hapsuper never logged routing \"routed here in the API\" after Ready; log:\n%s", p.Name, p.log.tail(30))
+	routed := func(l k8sdrain.Entry) bool { return strings.HasPrefix(l.Str("detail"), "routed here in the API") }
+	if _, ok := p.log.Wait("routing", routed, 10*time.Second, p.done); !ok {
+		t.Fatalf("pod %s: hapsuper never logged routing \"routed here in the API\" after Ready; log:\n%s", p.Name, p.log.Tail(30))
 	}
 }
 
@@ -162,7 +163,7 @@ func (p *hapPod) waitExit(t *testing.T, timeout time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		t.Fatalf("pod %s: hapsuper still running %v after SIGTERM; log:\n%s", p.Name, timeout, p.log.tail(30))
+		t.Fatalf("pod %s: hapsuper still running %v after SIGTERM; log:\n%s", p.Name, timeout, p.log.Tail(30))
 	}
 }
 
@@ -206,29 +207,29 @@ func (p *hapPod) record(t *testing.T) drainRecord {
 	if r.deleted.IsZero() {
 		r.deleted = r.term
 	}
-	ended, ok := p.log.find("drain ended", nil)
+	ended, ok := p.log.Find("drain ended", nil)
 	if !ok {
-		t.Fatalf("pod %s: no \"drain ended\" in hapsuper's log:\n%s", p.Name, p.log.tail(40))
+		t.Fatalf("pod %s: no \"drain ended\" in hapsuper's log:\n%s", p.Name, p.log.Tail(40))
 	}
-	r.ended, r.reason, r.detail = ended.at, ended.str("reason"), ended.str("detail")
-	if soft, ok := p.log.find("soft stop", nil); ok {
-		r.soft = soft.at
+	r.ended, r.reason, r.detail = ended.At, ended.Str("reason"), ended.Str("detail")
+	if soft, ok := p.log.Find("soft stop", nil); ok {
+		r.soft = soft.At
 	}
-	if st, ok := p.log.find("drain started", nil); ok {
-		r.started = st.at
+	if st, ok := p.log.Find("drain started", nil); ok {
+		r.started = st.At
 	}
 	r.haproxyCode = -1
-	if ex, ok := p.log.find("haproxy exited", nil); ok {
-		r.haproxyExit = ex.at
-		if c, ok := ex.fields["code"].(float64); ok {
+	if ex, ok := p.log.Find("haproxy exited", nil); ok {
+		r.haproxyExit = ex.At
+		if c, ok := ex.Fields["code"].(float64); ok {
 			r.haproxyCode = c
 		}
 	}
-	if w, ok := p.log.find("routing", func(l logEntry) bool { return l.str("state") == "withdrawn" }); ok {
-		r.withdrawn = w.at
+	if w, ok := p.log.Find("routing", func(l k8sdrain.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
+		r.withdrawn = w.At
 	}
-	for _, l := range p.log.all("routing") {
-		if !l.at.Before(r.term) {
+	for _, l := range p.log.All("routing") {
+		if !l.At.Before(r.term) {
 			r.routingLines++
 		}
 	}

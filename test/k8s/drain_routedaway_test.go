@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -33,7 +34,7 @@ func TestDrain_RoutedAway(t *testing.T) {
 			if note, ok := e.drainEvent(t, "web-a"); ok {
 				t.Logf("Event DrainEnded on web-a: %s", note)
 			} else {
-				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.log.warnings())
+				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.log.Warnings())
 			}
 		})
 	}
@@ -65,10 +66,10 @@ func checkNoDNATAfterWithdrawn(t *testing.T, tr *traffic, r drainRecord) {
 		return
 	}
 	late := tr.answeredBy(r.pod, r.withdrawn)
-	last := tr.where(func(o outcome) bool { return o.pod == r.pod })
+	last := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == r.pod })
 	if len(last) > 0 {
 		t.Logf("%s: last request it answered was sent %v before its withdrawn log line",
-			r.pod, r.withdrawn.Sub(last[len(last)-1].sent).Round(time.Millisecond))
+			r.pod, r.withdrawn.Sub(last[len(last)-1].Sent).Round(time.Millisecond))
 	}
 	if len(late) > 0 {
 		t.Errorf("%s: %d requests sent after its routing withdrawn log line (%s) reached it:%s",

@@ -2,53 +2,19 @@ package k8s_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
-)
-
-// Client outcome kinds.
-const (
-	kindOK      = "ok"
-	kindRefused = "refused"
-	kindReset   = "reset"
-	kindTimeout = "timeout"
-	kind5xx     = "5xx"
-	kindOther   = "other"
 )
 
 // requestTimeout bounds one client request, connection included.
 const requestTimeout = 2 * time.Second
-
-// outcome is one request through the ClusterIP, on a new connection.
-type outcome struct {
-	node       string
-	sent, done time.Time
-	pod        string // the body: the answering pod's name
-	kind       string
-	err        string
-}
-
-func (o outcome) String() string {
-	s := fmt.Sprintf("%s %s %s", o.sent.Format("15:04:05.000"), o.node, o.kind)
-	if o.pod != "" {
-		s += " " + o.pod
-	}
-	if o.err != "" {
-		s += " (" + o.err + ")"
-	}
-	return s
-}
 
 // traffic opens a new connection per request every interval from each
 // node, through the Service's ClusterIP (so kube-proxy's rules choose the
@@ -59,8 +25,7 @@ type traffic struct {
 	loops  sync.WaitGroup
 	reqs   sync.WaitGroup
 
-	mu  sync.Mutex
-	out []outcome
+	rec k8sdrain.Record
 }
 
 // pauseFunc says whether node's client holds back a request at now.
@@ -83,7 +48,7 @@ func startTraffic(t *testing.T, url string, nodes []*k8stest.Node, interval time
 					if pause != nil && pause(n.Name, now) {
 						continue
 					}
-					tr.reqs.Go(func() { tr.add(request(client, n.Name, url)) })
+					tr.reqs.Go(func() { tr.rec.Add(k8sdrain.Request(client, n.Name, url)) })
 				}
 			}
 		})
@@ -100,25 +65,10 @@ func (tr *traffic) stop() {
 	tr.reqs.Wait()
 }
 
-func (tr *traffic) add(o outcome) {
-	tr.mu.Lock()
-	tr.out = append(tr.out, o)
-	tr.mu.Unlock()
-}
-
-// outcomes returns the outcomes so far, by send time.
-func (tr *traffic) outcomes() []outcome {
-	tr.mu.Lock()
-	out := append([]outcome(nil), tr.out...)
-	tr.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].sent.Before(out[j].sent) })
-	return out
-}
-
 // where returns the outcomes for which keep holds.
-func (tr *traffic) where(keep func(outcome) bool) []outcome {
-	var out []outcome
-	for _, o := range tr.outcomes() {
+func (tr *traffic) where(keep func(k8sdrain.Outcome) bool) []k8sdrain.Outcome {
+	var out []k8sdrain.Outcome
+	for _, o := range tr.rec.Outcomes() {
 		if keep(o) {
 			out = append(out, o)
 		}
@@ -127,29 +77,29 @@ func (tr *traffic) where(keep func(outcome) bool) []outcome {
 }
 
 // failedBefore returns the failed requests sent before cutoff (zero: all).
-func (tr *traffic) failedBefore(cutoff time.Time) []outcome {
-	return tr.where(func(o outcome) bool {
-		return o.kind != kindOK && (cutoff.IsZero() || o.sent.Before(cutoff))
+func (tr *traffic) failedBefore(cutoff time.Time) []k8sdrain.Outcome {
+	return tr.where(func(o k8sdrain.Outcome) bool {
+		return o.Kind != k8sdrain.KindOK && (cutoff.IsZero() || o.Sent.Before(cutoff))
 	})
 }
 
 // answeredBy returns the requests sent at or after since that pod answered.
-func (tr *traffic) answeredBy(pod string, since time.Time) []outcome {
-	return tr.where(func(o outcome) bool { return o.pod == pod && !o.sent.Before(since) })
+func (tr *traffic) answeredBy(pod string, since time.Time) []k8sdrain.Outcome {
+	return tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == pod && !o.Sent.Before(since) })
 }
 
 // summary counts the outcomes by kind and answering pod, per node.
 func (tr *traffic) summary() string {
 	counts := map[string]map[string]int{}
-	for _, o := range tr.outcomes() {
-		k := o.kind
-		if o.kind == kindOK {
-			k = o.pod
+	for _, o := range tr.rec.Outcomes() {
+		k := o.Kind
+		if o.Kind == k8sdrain.KindOK {
+			k = o.Pod
 		}
-		if counts[o.node] == nil {
-			counts[o.node] = map[string]int{}
+		if counts[o.Node] == nil {
+			counts[o.Node] = map[string]int{}
 		}
-		counts[o.node][k]++
+		counts[o.Node][k]++
 	}
 	var nodes []string
 	for n := range counts {
@@ -163,45 +113,8 @@ func (tr *traffic) summary() string {
 	return strings.TrimSuffix(b.String(), "; ")
 }
 
-// request makes one GET and classifies what happened.
-func request(client *http.Client, node, url string) outcome {
-	o := outcome{node: node, sent: time.Now()}
-	resp, err := client.Get(url)
-	if err != nil {
-		o.kind, o.err, o.done = classifyErr(err), err.Error(), time.Now()
-		return o
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	resp.Body.Close()
-	o.done = time.Now()
-	switch {
-	case err != nil:
-		o.kind, o.err = classifyErr(err), err.Error()
-	case resp.StatusCode >= 500:
-		o.kind, o.err = kind5xx, resp.Status
-	case resp.StatusCode != http.StatusOK:
-		o.kind, o.err = kindOther, resp.Status
-	default:
-		o.kind, o.pod = kindOK, string(body)
-	}
-	return o
-}
-
-func classifyErr(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return kindRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return kindReset
-	case errors.As(err, &ne) && ne.Timeout():
-		return kindTimeout
-	}
-	return kindOther
-}
-
 // describe lists at most n outcomes, one per line.
-func describe(os []outcome, n int) string {
+func describe(os []k8sdrain.Outcome, n int) string {
 	var b strings.Builder
 	for i, o := range os {
 		if i == n {
