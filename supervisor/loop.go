@@ -167,7 +167,7 @@ func (l *loop) step() {
 		l.signalMaster(syscall.SIGUSR1)
 		l.softAt = now
 	case drain.HardStop:
-		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", sessions(l.lastObs))
+		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", l.drain.Status(now).Sessions())
 		l.signalMaster(syscall.SIGTERM)
 		l.hardAt = now
 	}
@@ -263,12 +263,4 @@ const softStopRetry = 500 * time.Millisecond
 
 func killAfter(margin time.Duration) time.Duration {
 	return min(margin/2, time.Second)
-}
-
-func sessions(o observation) int64 {
-	var n int64
-	for _, w := range o.obs.Workers {
-		n += w.Sessions
-	}
-	return n
 }
