@@ -32,10 +32,15 @@ fuzz-short:
 # confirmation fan-out and the EndpointSlice scale check; writes
 # bench/rollout/RESULTS.md and docs/rollout-timeline.svg. ~15 minutes.
 # bench-smoke: quiet + hapsuper, one client pattern, ~1 minute.
-.PHONY: bench bench-smoke
+.PHONY: bench bench-smoke soak
 
 bench:
 	go run ./bench/rollout
 
 bench-smoke:
 	go run ./bench/rollout --smoke
+
+# soak: 100 consecutive hapsuper drains per client pattern, live
+# kube-proxy; writes bench/rollout/SOAK.md. ~45 minutes.
+soak:
+	go run ./bench/rollout -soak 100

@@ -4,6 +4,7 @@
 //
 //	go run ./bench/rollout            # the full run, ~15 minutes (make bench)
 //	go run ./bench/rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
+//	go run ./bench/rollout -soak 100  # 100 consecutive hapsuper drains per client pattern, ~45 minutes (make soak)
 //
 // It runs, in one process and in this order:
 //
@@ -27,6 +28,11 @@
 // smoke run writes them to $TMPDIR/hapsuper-rollout-smoke/ instead. Other
 // flags select parts (-strategies, -patterns, -kube-proxy live|frozen,
 // -fanout-nodes, -slices, -throughput-rounds; see -help).
+//
+// With -soak N it runs only the soak (soak.go): for each client pattern,
+// hapsuper strategy and live kube-proxy unless -strategies and -kube-proxy
+// say otherwise, rollouts back to back until N drains are done, and writes
+// bench/rollout/SOAK.md.
 //
 // It needs what the k8s tests need (root, iproute2, nftables, iptables,
 // conntrack, the binaries of hack/k8s-binaries.sh), haproxy, and wrk for
@@ -67,6 +73,7 @@ type options struct {
 	picture     string          // timeline SVG path ("" : module default)
 	verbose     bool
 	logDir      string // where each stopped pod's container log goes ("": nowhere)
+	soak        int    // drains per soak row; 0: the matrix, not the soak
 }
 
 func main() {
@@ -83,7 +90,8 @@ func main() {
 	flag.StringVar(&o.picture, "picture", "", "where to write the timeline SVG, and a PNG beside it (default docs/rollout-timeline.svg; with --smoke, beside the results)")
 	pats := flag.String("patterns", "", "comma list of client patterns (default all: "+joinPatterns(allPatterns)+")")
 	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper (default all, with the sleep-N search; setting it turns the search off)")
-	flag.StringVar(&o.proxyStates, "kube-proxy", "both", "kube-proxy states to run: both, live or frozen")
+	flag.StringVar(&o.proxyStates, "kube-proxy", "", "kube-proxy states to run: both, live or frozen (default both; with -soak, live)")
+	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
 	flag.BoolVar(&o.verbose, "v", false, "print each pod's stop times and the harness's own log lines")
 	flag.StringVar(&o.logDir, "logs", "", "write each stopped pod's container log (hapsuper's JSON, or HAProxy's) to this directory")
 	flag.Parse()
@@ -115,6 +123,17 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 		o.fanout = min(o.fanout, 100)
 		o.slices = 0
 		o.tpRounds = 0
+	}
+	if o.soak < 0 {
+		return o, fmt.Errorf("-soak %d: give a number of drains above 0, or leave it out for the matrix", o.soak)
+	}
+	if o.soak > 0 {
+		o.strategies = []strategy{hapsuperS()}
+		o.candidates = nil
+		o.fanout, o.slices, o.tpRounds = 0, 0, 0
+		if o.proxyStates == "" {
+			o.proxyStates = "live"
+		}
 	}
 	if pats != "" {
 		o.patterns = nil
@@ -203,6 +222,9 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 	}
 	if o.results == "" {
 		o.results = filepath.Join(resultsDir, "RESULTS.md")
+		if o.soak > 0 {
+			o.results = filepath.Join(resultsDir, "SOAK.md")
+		}
 	}
 	if o.picture == "" {
 		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
@@ -241,6 +263,18 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 	r.printf("cluster: starting etcd, kube-apiserver, kube-controller-manager, 2 nodes with nftables kube-proxy\n")
 	if r.env, err = newEnv(ctx, r, 2, root, bin, dir); err != nil {
 		return err
+	}
+	if o.soak > 0 {
+		rows, err := r.runSoak(ctx, o.soak)
+		if err != nil {
+			return err
+		}
+		table := soakReport(rows, o.soak, o.grace, time.Since(began), o.smoke)
+		if err := writeFile(o.results, table); err != nil {
+			return err
+		}
+		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))
+		return nil
 	}
 	m, err := r.runMatrix(ctx)
 	if err != nil {

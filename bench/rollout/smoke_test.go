@@ -26,18 +26,7 @@ func TestMain(m *testing.M) {
 // picture. The harness skips it without root or the Kubernetes binaries,
 // and fails it when CI=true.
 func TestSmoke(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the rollout smoke run needs root (network namespaces); CI=true")
-		}
-		t.Skip("the rollout smoke run needs root (network namespaces)")
-	}
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the rollout smoke run needs haproxy: %v", err)
-		}
-		t.Skipf("the rollout smoke run needs haproxy: %v", err)
-	}
+	needRootAndHAProxy(t)
 	dir := t.TempDir()
 	o, err := options{smoke: true, grace: 20 * time.Second, fanout: 100}.withDefaults("", "")
 	if err != nil {
@@ -71,5 +60,63 @@ func TestSmoke(t *testing.T) {
 		} else if fi.Size() < 1000 {
 			t.Errorf("picture %s: only %d bytes", pic, fi.Size())
 		}
+	}
+}
+
+// TestSoakSmoke runs the soak mode for 2 drains of one pattern (one
+// rollout) and checks its table: one row, 2 drains, requests, a drain
+// distribution and 0 failed.
+func TestSoakSmoke(t *testing.T) {
+	needRootAndHAProxy(t)
+	dir := t.TempDir()
+	o := options{smoke: true, grace: 20 * time.Second, soak: 2}
+	o, err := o.withDefaults(string(patNewConns), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.results = filepath.Join(dir, "SOAK.md")
+	var out bytes.Buffer
+	if err := runBench(t, o, &out); err != nil {
+		t.Fatalf("soak run: %v\n%s", err, out.String())
+	}
+	t.Logf("soak run output:\n%s", out.String())
+	table, err := os.ReadFile(o.results)
+	if err != nil {
+		t.Fatalf("soak table: %v", err)
+	}
+	rows := regexp.MustCompile(`(?m)^\| hapsuper \| new-conns \| live \| (\d+) \| (\d+) \| (\S+) \| ([\d.]+) / [\d.]+ / [\d.]+ / [\d.]+ / ([\d.]+) \|`).FindAllSubmatch(table, -1)
+	if len(rows) != 1 {
+		t.Fatalf("soak table has %d hapsuper / new-conns / live rows, want 1:\n%s", len(rows), table)
+	}
+	row := rows[0]
+	if string(row[1]) != "2" {
+		t.Errorf("soak row has %s drains, want 2:\n%s", row[1], table)
+	}
+	if n, _ := strconv.Atoi(string(row[2])); n == 0 {
+		t.Errorf("soak row has 0 requests:\n%s", table)
+	}
+	if string(row[3]) != "0" {
+		t.Errorf("soak row: %s requests failed, want 0:\n%s", row[3], table)
+	}
+	if lo, _ := strconv.ParseFloat(string(row[4]), 64); lo <= 0 {
+		t.Errorf("soak row: shortest drain %s s, want above 0:\n%s", row[4], table)
+	}
+}
+
+// needRootAndHAProxy skips the test without root or haproxy, or fails it
+// when CI=true.
+func needRootAndHAProxy(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the rollout smoke run needs root (network namespaces); CI=true")
+		}
+		t.Skip("the rollout smoke run needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the rollout smoke run needs haproxy: %v", err)
+		}
+		t.Skipf("the rollout smoke run needs haproxy: %v", err)
 	}
 }
