@@ -180,8 +180,13 @@ func (ru rule) judgeNode(n *nodeState, targets map[discovery.AddressType]time.Ti
 			worst, why = v, w
 		}
 	}
-	if worst != nodeConfirmed && n.problem != nil && n.problem.verdict() >= worst {
-		return n.problem.verdict(), n.problem.msg
+	if worst != nodeConfirmed && n.problem != nil {
+		if n.problem.verdict() >= worst {
+			return n.problem.verdict(), n.problem.msg
+		}
+		// An earlier answer decides, but the operator should see that the
+		// node stopped answering (a kube-proxy gone, not merely slow).
+		why += "; last poll failed: " + n.problem.msg
 	}
 	return worst, why
 }

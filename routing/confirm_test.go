@@ -75,6 +75,7 @@ type scenario struct {
 	*testObserver
 	t       *testing.T
 	proxies map[string]*fakeProxy
+	servers map[string]*httptest.Server // each node's kube-proxy healthz
 	R       time.Time
 }
 
@@ -96,12 +97,13 @@ func newScenario(t *testing.T, cfg Config, nodes ...string) *scenario {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 1 // the proxies step one shared clock
 	}
-	s := &scenario{testObserver: newTestObserver(t, cfg, client), t: t, proxies: map[string]*fakeProxy{}}
+	s := &scenario{testObserver: newTestObserver(t, cfg, client), t: t, proxies: map[string]*fakeProxy{}, servers: map[string]*httptest.Server{}}
 	for i, name := range nodes {
 		p := &fakeProxy{clk: s.clk, syncs: []time.Time{t0.Add(5 * time.Second)}}
 		srv := httptest.NewServer(p)
 		t.Cleanup(srv.Close)
 		s.proxies[name] = p
+		s.servers[name] = srv
 		s.routes[fmt.Sprintf("10.0.0.%d:10256", i+2)] = srv.Listener.Addr().String()
 	}
 	s.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
@@ -372,4 +374,16 @@ func TestConfirmConcurrency(t *testing.T) {
 	if most > 3 || most < 1 {
 		t.Fatalf("%d requests in flight, concurrency 3", most)
 	}
+}
+
+// A node that answered before the change and then stopped answering (its
+// kube-proxy killed) stays pending on what it said, and the detail says
+// that its healthz no longer answers.
+func TestConfirmKubeProxyGoneAfterAnswer(t *testing.T) {
+	s := newScenario(t, Config{}, "n2")
+	s.syncsAt("n2", -5*time.Second)
+	expect(t, s.round(300*ms), drain.RoutingPending, "n2: IPv4: no sync since the change")
+	s.servers["n2"].Close() // ends the kept-alive connection too
+	expect(t, s.round(1500*ms), drain.RoutingPending,
+		"n2: IPv4: no sync since the change", "last poll failed: healthz at 10.0.0.2:10256 unreachable")
 }

@@ -1,0 +1,89 @@
+package k8s_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// kube-apiserver and node2's kube-proxy are killed at the same time
+// during the termination of web-a: hapsuper's watches break, node2's
+// healthz refuses and node2's rules stay as they were. hapsuper must exit 0
+// before the grace period less the margin, never claim routed-away, name
+// node2 in the verdict, and no request sent before the drain ended fails.
+func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
+	// Killed right after the delete, before the EndpointSlice controller
+	// could write the slice: nothing is withdrawn anywhere, and node2 will
+	// never drop web-a. The drain runs to the bound.
+	t.Run("at the delete", func(t *testing.T) {
+		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
+		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		time.Sleep(500 * time.Millisecond)
+		a.deleteOnly(t)
+		killAPIServerAndKubeProxy(t, e, 2)
+		a.sigterm(t)
+		r := a.afterStop(t, tr, false)
+
+		checkNoFailures(t, tr, r.ended)
+		checkCombinedVerdict(t, r)
+	})
+	// Killed once hapsuper, draining, has listed the nodes to ask: node1's
+	// kube-proxy goes on and confirms, node2 refuses healthz from then on.
+	// Whether node2 synced before it died decides between the bound (its
+	// rules still pick web-a, the clients never go quiet) and unverified
+	// naming node2 (they went quiet).
+	t.Run("during the drain", func(t *testing.T) {
+		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
+		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		time.Sleep(500 * time.Millisecond)
+		a.terminate(t)
+		if _, ok := a.log.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.done); !ok {
+			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.log.Tail(20))
+		}
+		killAPIServerAndKubeProxy(t, e, 2)
+		r := a.afterStop(t, tr, false)
+
+		checkNoFailures(t, tr, r.ended)
+		checkCombinedVerdict(t, r)
+		if !strings.Contains(r.detail, "node2") {
+			t.Errorf("drain detail %q: want node2, whose kube-proxy is gone, named", r.detail)
+		}
+	})
+}
+
+// killAPIServerAndKubeProxy SIGKILLs kube-apiserver and node's
+// kube-proxy, one right after the other.
+func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) {
+	t.Helper()
+	at := time.Now()
+	if err := e.h.APIServerProcess().Kill(); err != nil {
+		t.Fatal(err)
+	}
+	kp := e.h.KubeProxy(node).Process()
+	if kp == nil {
+		t.Fatalf("node%d has no kube-proxy process to kill", node)
+	}
+	if err := kp.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver and node%d's kube-proxy killed in %v", node, time.Since(at).Round(time.Millisecond))
+}
+
+// checkCombinedVerdict asserts what a drain with the apiserver and a
+// kube-proxy gone may end with: the bound or unverified, well inside the
+// grace period less the margin, and never a withdrawal hapsuper could not
+// see.
+func checkCombinedVerdict(t *testing.T, r drainRecord) {
+	t.Helper()
+	if r.reason != "bound" && r.reason != "unverified" {
+		t.Errorf("drain ended %q (%s): want bound or unverified", r.reason, r.detail)
+	}
+	if !r.withdrawn.IsZero() {
+		t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver and node2's kube-proxy gone", r.withdrawn.Sub(r.deleted))
+	}
+	if d, limit := r.exit.Sub(r.term), drainGrace-2*time.Second; d >= limit {
+		t.Errorf("hapsuper exited %v after SIGTERM: want before the grace period less the margin, %v", d, limit)
+	}
+}
