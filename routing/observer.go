@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	ns := o.cfg.Identity.Namespace
 	factory := informers.NewSharedInformerFactoryWithOptions(o.client, 0,
-		informers.WithNamespace(ns), informers.WithTransform(trim))
+		informers.WithNamespace(ns), informers.WithTransform(o.trim))
 	podInf, err := o.ownPodInformer()
 	if err != nil {
 		return err
@@ -148,6 +149,10 @@ func (o *Observer) Run(ctx context.Context) error {
 	paths := len(o.watch.paths)
 	o.mu.Unlock()
 	o.log.Info("routing watch synced", "namespace", ns, "pod", o.cfg.Identity.PodName, "paths", paths)
+	// Decoding the initial lists leaves idle heap (tens of MB in a
+	// namespace of thousands of slices) that the runtime would hand back to
+	// the OS only over minutes: return it now, once, for a few ms.
+	debug.FreeOSMemory()
 
 	tick := o.clock.NewTicker(o.cfg.PollInterval)
 	defer tick.Stop()

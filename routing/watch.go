@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -186,59 +185,4 @@ func (o *Observer) watchError(resource string) func(*cache.Reflector, error) {
 		o.watch.watchErr = fmt.Sprintf("watch %s: %v (the pod's service account needs list and watch on %s in namespace %s)",
 			resource, err, resource, o.cfg.Identity.Namespace)
 	}
-}
-
-// trim keeps only what the verdict and the grace period need, so the cache
-// of a namespace with many Services stays small.
-func trim(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *discovery.EndpointSlice:
-		return trimSlice(o), nil
-	case *corev1.Service:
-		return trimService(o), nil
-	case *corev1.Pod:
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-			Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion,
-			DeletionTimestamp: o.DeletionTimestamp, DeletionGracePeriodSeconds: o.DeletionGracePeriodSeconds,
-		}}, nil
-	}
-	return obj, nil
-}
-
-func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
-	for _, k := range []string{labelServiceName, labelProxyName, labelHeadless} {
-		if v, ok := m.Labels[k]; ok {
-			if out.Labels == nil {
-				out.Labels = map[string]string{}
-			}
-			out.Labels[k] = v
-		}
-	}
-	return out
-}
-
-func trimSlice(s *discovery.EndpointSlice) *discovery.EndpointSlice {
-	out := &discovery.EndpointSlice{ObjectMeta: trimMeta(s.ObjectMeta), AddressType: s.AddressType, Ports: s.Ports}
-	out.Endpoints = make([]discovery.Endpoint, 0, len(s.Endpoints))
-	for _, ep := range s.Endpoints {
-		e := discovery.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions, NodeName: ep.NodeName}
-		if r := ep.TargetRef; r != nil {
-			e.TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
-		}
-		out.Endpoints = append(out.Endpoints, e)
-	}
-	return out
-}
-
-func trimService(s *corev1.Service) *corev1.Service {
-	return &corev1.Service{ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
-		Type:                     s.Spec.Type,
-		ClusterIP:                s.Spec.ClusterIP,
-		ClusterIPs:               s.Spec.ClusterIPs,
-		ExternalIPs:              s.Spec.ExternalIPs,
-		ExternalTrafficPolicy:    s.Spec.ExternalTrafficPolicy,
-		InternalTrafficPolicy:    s.Spec.InternalTrafficPolicy,
-		PublishNotReadyAddresses: s.Spec.PublishNotReadyAddresses,
-	}}
 }

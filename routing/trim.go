@@ -1,0 +1,222 @@
+package routing
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The informers' caches hold one trimmed copy of every EndpointSlice and
+// Service of the namespace, thousands in a big one, so a copy keeps only what
+// sliceEvent, proxiedSlice and judgeService read, and shares what repeats.
+// The shared values (condition pointers, node names, label maps) are never
+// written: objects in an informer cache are read-only, and nothing in this
+// package writes to a trimmed object.
+//
+// client-go calls the transform from each informer's goroutine, and twice on
+// the same object when the initial list is streamed (once into the
+// reflector's temporary store, again on Replace), so it must be safe for
+// concurrent use and idempotent: trimming a trimmed object changes nothing.
+
+// trim is the transform of an observer that does not know the pod: every
+// endpoint keeps what matcher.kind reads.
+func trim(obj any) (any, error) { return trimmer{}.trim(obj) }
+
+// trim is the transform of this observer, the one Run's informers should
+// use (informers.WithTransform(o.trim)): it knows the pod, so of other pods'
+// endpoints it keeps only what judgeFamily reads.
+func (o *Observer) trim(obj any) (any, error) {
+	return trimmer{match: o.match, node: o.cfg.Identity.NodeName}.trim(obj)
+}
+
+// trimSlice is the slice as an observer that does not know the pod keeps it.
+func trimSlice(s *discovery.EndpointSlice) *discovery.EndpointSlice { return trimmer{}.slice(s) }
+
+// trimService keeps what proxied and judgeFamily read of a Service.
+func trimService(s *corev1.Service) *corev1.Service {
+	return &corev1.Service{ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
+		Type:                     s.Spec.Type,
+		ClusterIP:                s.Spec.ClusterIP,
+		ClusterIPs:               s.Spec.ClusterIPs,
+		ExternalIPs:              s.Spec.ExternalIPs,
+		ExternalTrafficPolicy:    s.Spec.ExternalTrafficPolicy,
+		InternalTrafficPolicy:    s.Spec.InternalTrafficPolicy,
+		PublishNotReadyAddresses: s.Spec.PublishNotReadyAddresses,
+	}}
+}
+
+// trimmer trims for one pod. The zero trimmer knows no pod.
+type trimmer struct {
+	match matcher // this pod's name and addresses; none: not known
+	node  string  // this pod's node
+}
+
+func (t trimmer) trim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *discovery.EndpointSlice:
+		return t.slice(o), nil
+	case *corev1.Service:
+		return trimService(o), nil
+	case *corev1.Pod:
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion,
+			DeletionTimestamp: o.DeletionTimestamp, DeletionGracePeriodSeconds: o.DeletionGracePeriodSeconds,
+		}}, nil
+	}
+	return obj, nil
+}
+
+// slice keeps the slice's name, the labels and address type proxiedSlice
+// reads, and, if kube-proxy programs it, the endpoints its verdict reads.
+// Ports are never read.
+func (t trimmer) slice(s *discovery.EndpointSlice) *discovery.EndpointSlice {
+	out := &discovery.EndpointSlice{
+		ObjectMeta:  trimMeta(s.ObjectMeta),
+		AddressType: discovery.AddressType(sharedString(string(s.AddressType))),
+	}
+	if !proxiedSlice(out) {
+		return out // sliceEvent does not keep it
+	}
+	if len(t.match.addrs) == 0 {
+		out.Endpoints = make([]discovery.Endpoint, 0, len(s.Endpoints))
+		for _, ep := range s.Endpoints {
+			out.Endpoints = append(out.Endpoints, whole(ep))
+		}
+		return out
+	}
+	// Of other pods' endpoints judgeFamily asks only whether one is ready,
+	// and whether one ready is on this node: one of each answers it.
+	var readyHere, readyElsewhere bool
+	for _, ep := range s.Endpoints {
+		switch t.match.kind(ep) {
+		case thisPod:
+			out.Endpoints = append(out.Endpoints, whole(ep))
+		case otherPod:
+			here := ep.NodeName != nil && *ep.NodeName == t.node
+			if !isReady(ep) || (here && readyHere) || (!here && readyElsewhere) {
+				continue
+			}
+			readyHere, readyElsewhere = readyHere || here, readyElsewhere || !here
+			out.Endpoints = append(out.Endpoints, bare(ep))
+		}
+		// sameAddress: judgeService counts it neither as this pod nor as a peer.
+	}
+	return out
+}
+
+// whole keeps what matcher.kind, isReady, isFallback and judgeFamily read of
+// an endpoint.
+func whole(ep discovery.Endpoint) discovery.Endpoint {
+	e := bare(ep)
+	e.Addresses = ep.Addresses
+	if r := ep.TargetRef; r != nil {
+		e.TargetRef = &corev1.ObjectReference{Kind: sharedString(r.Kind), Name: r.Name}
+	}
+	return e
+}
+
+// bare keeps an endpoint's conditions and node, without who it is.
+func bare(ep discovery.Endpoint) discovery.Endpoint {
+	return discovery.Endpoint{
+		Conditions: discovery.EndpointConditions{
+			Ready:       sharedBool(ep.Conditions.Ready),
+			Serving:     sharedBool(ep.Conditions.Serving),
+			Terminating: sharedBool(ep.Conditions.Terminating),
+		},
+		NodeName: sharedName(ep.NodeName),
+	}
+}
+
+// trimMeta keeps what the informer's store needs (namespace, name and
+// resource version) and the labels kube-proxy reads.
+func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion, Labels: kubeProxyLabels(m.Labels)}
+	if m.Namespace != "" {
+		out.Namespace = sharedString(m.Namespace)
+	}
+	return out
+}
+
+// kubeProxyLabels are the labels kube-proxy reads. The labels of a
+// Service's slices, its name alone, are shared.
+func kubeProxyLabels(labels map[string]string) map[string]string {
+	svc, named := labels[labelServiceName]
+	_, other := labels[labelProxyName]
+	_, headless := labels[labelHeadless]
+	switch {
+	case !other && !headless && named:
+		return sharedLabels.get(svc)
+	case !other && !headless:
+		return nil
+	}
+	out := map[string]string{}
+	for _, k := range []string{labelServiceName, labelProxyName, labelHeadless} {
+		if v, ok := labels[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// The condition values every trimmed endpoint points at.
+var condTrue, condFalse = true, false
+
+func sharedBool(p *bool) *bool {
+	switch {
+	case p == nil:
+		return nil
+	case *p:
+		return &condTrue
+	}
+	return &condFalse
+}
+
+// poolLimit bounds a pool: when it holds that many values it starts afresh,
+// so names that come and go cannot grow it for the life of the pod. Objects
+// keep the values they were given; only the sharing is lost.
+const poolLimit = 4096
+
+// pool gives the trimmed objects one shared value per key. The informers'
+// goroutines share it.
+type pool[V any] struct {
+	fresh func(key string) V
+
+	mu sync.Mutex
+	m  map[string]V
+}
+
+var (
+	// sharedNames holds namespaces, node names, targetRef kinds, address types.
+	sharedNames = pool[*string]{fresh: func(s string) *string { return &s }}
+	// sharedLabels holds the trimmed labels of a Service's slices.
+	sharedLabels = pool[map[string]string]{fresh: func(svc string) map[string]string {
+		return map[string]string{labelServiceName: svc}
+	}}
+)
+
+func (p *pool[V]) get(key string) V {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.m[key]; ok {
+		return v
+	}
+	if p.m == nil || len(p.m) >= poolLimit {
+		p.m = map[string]V{}
+	}
+	v := p.fresh(key)
+	p.m[key] = v
+	return v
+}
+
+// sharedName is p pointing at a shared copy of *p; nil stays nil.
+func sharedName(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	return sharedNames.get(*p)
+}
+
+// sharedString is s in a shared copy.
+func sharedString(s string) string { return *sharedNames.get(s) }
