@@ -269,7 +269,8 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		table := soakReport(rows, o.soak, o.grace, time.Since(began), o.smoke)
+		flags := fmt.Sprintf("-soak %d -kube-proxy %s", o.soak, o.proxyStates)
+		table := soakReport(rows, o.soak, flags, o.grace, time.Since(began), o.smoke)
 		if err := writeFile(o.results, table); err != nil {
 			return err
 		}

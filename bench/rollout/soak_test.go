@@ -47,7 +47,7 @@ func TestSoakReport(t *testing.T) {
 		{outcomes: []k8sdrain.Outcome{{Kind: k8sdrain.KindOK}},
 			pods: []podResult{pod("c", 2*time.Second, "bound", 0, 1), pod("d", 5*time.Second, "routed-away", 0, 0)}},
 	}}
-	got := soakReport([]soakRow{row}, 4, 20*time.Second, time.Minute, false)
+	got := soakReport([]soakRow{row}, 4, "-soak 4 -kube-proxy live", 20*time.Second, time.Minute, false)
 	want := "| hapsuper | new-conns | live | 4 | 3 | 1 (refused 1) | 2.00 / 3.00 / 5.00 / 5.00 / 5.00 | bound ×1, routed-away ×3 | 2 (1) | 1 | 30.0 | 20s |"
 	if !strings.Contains(got, want) {
 		t.Errorf("soak report lacks the row\n%s\ngot:\n%s", want, got)
