@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 )
 
 // The soak (-soak N): N consecutive drains per client pattern, each
@@ -119,10 +117,10 @@ func soakReport(rows []soakRow, n int, flags string, grace, total time.Duration,
 	return b.String()
 }
 
-// kinds lists failure counts by kind, in the report's column order.
+// kinds lists failure counts by kind, in the matrix table's column order.
 func kinds(m map[string]int) string {
 	var parts []string
-	for _, k := range []string{k8sdrain.KindRefused, k8sdrain.KindReset, k8sdrain.Kind5xx, k8sdrain.KindTimeout, k8sdrain.KindOther} {
+	for _, k := range failureKinds {
 		if m[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 		}

@@ -58,9 +58,7 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) {
 	t.Helper()
 	at := time.Now()
-	if err := e.h.APIServerProcess().Kill(); err != nil {
-		t.Fatal(err)
-	}
+	killAPIServer(t, e)
 	kp := e.h.KubeProxy(node).Process()
 	if kp == nil {
 		t.Fatalf("node%d has no kube-proxy process to kill", node)
