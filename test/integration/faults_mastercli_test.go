@@ -77,9 +77,7 @@ func TestFault_MasterCLIGoneDuringDrain(t *testing.T) {
 				if code != 0 {
 					t.Errorf("exit code %d, want 0 (HAProxy took the soft stop)", code)
 				}
-				checkExitInBudget(t, b, term, exitAt, b.exitLimit())
-				checkServedBeforeSoftStop(t, soft.at, cont.rec)
-				checkNoHAProxyLeft(t, dir)
+				checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
 			})
 		}
 	})

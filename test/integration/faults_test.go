@@ -54,6 +54,17 @@ func checkExitInBudget(t *testing.T, b budget, term, exitAt time.Time, limit tim
 	}
 }
 
+// checkCleanEnd is how the fault tests end: hapsuper exited within limit
+// (checkExitInBudget), every request rec started before the soft stop
+// succeeded (checkServedBeforeSoftStop), and no HAProxy process of dir is
+// left (checkNoHAProxyLeft).
+func checkCleanEnd(t *testing.T, b budget, dir string, term, exitAt time.Time, limit time.Duration, soft time.Time, rec *recorder) {
+	t.Helper()
+	checkExitInBudget(t, b, term, exitAt, limit)
+	checkServedBeforeSoftStop(t, soft, rec)
+	checkNoHAProxyLeft(t, dir)
+}
+
 // checkServedBeforeSoftStop asserts that every request the clients started
 // before the soft stop succeeded, and that they started enough of them to
 // mean something.
@@ -126,9 +137,7 @@ func TestFault_MasterHungDuringDrain(t *testing.T) {
 			t.Errorf("exit code %d, want %d (the master was SIGKILLed)", code, 128+int(syscall.SIGKILL))
 		}
 		// The SIGKILL is due at deadline + killAfter; the exit comes a reap later.
-		checkExitInBudget(t, b, term, exitAt, b.exitLimit()+pollInterval+schedTolerance)
-		checkServedBeforeSoftStop(t, soft.at, cont.rec)
-		checkNoHAProxyLeft(t, dir)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit()+pollInterval+schedTolerance, soft.at, cont.rec)
 	})
 }
 
@@ -187,9 +196,7 @@ func TestFault_IdleH2ConnectionWithoutClientFin(t *testing.T) {
 		if code != 0 {
 			t.Errorf("exit code %d, want the master's 0 after a hard stop", code)
 		}
-		checkExitInBudget(t, b, term, exitAt, b.exitLimit())
-		checkServedBeforeSoftStop(t, soft.at, cont.rec)
-		checkNoHAProxyLeft(t, dir)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
 	})
 }
 

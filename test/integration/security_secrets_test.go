@@ -101,9 +101,7 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		if d := exitAt.Sub(haproxyExited.at); haproxyExited.at.IsZero() || d > time.Second {
 			t.Errorf("hapsuper exited %s after HAProxy (at %v): want within 1 s", d, haproxyExited.at)
 		}
-		checkExitInBudget(t, b, term, exitAt, b.exitLimit())
-		checkServedBeforeSoftStop(t, soft.at, cont.rec)
-		checkNoHAProxyLeft(t, dir)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
 	})
 }
 
