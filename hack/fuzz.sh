@@ -36,10 +36,12 @@ cd "$root" || exit 1
 
 # Every `func FuzzX(f *testing.F)` of the module (test/ and tools/ hold no
 # unit fuzz targets) must be listed.
+declare -A listed=()
+for t in "${targets[@]}"; do listed[$t]=1; done
 missing=0
 while IFS=: read -r file name; do
 	dir=./$(dirname "$file")
-	if ! printf '%s\n' "${targets[@]}" | grep -qx "$dir:$name"; then
+	if [ -z "${listed[$dir:$name]:-}" ]; then
 		echo "fuzz.sh: $dir:$name ($file) is not in the targets list of hack/fuzz.sh: add it" >&2
 		missing=1
 	fi

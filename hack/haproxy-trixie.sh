@@ -24,7 +24,7 @@ set -eu
 
 root=${HAPSUPER_TRIXIE_ROOT:-/var/cache/hapsuper/trixie-haproxy}
 
-version() { chroot "$root" /usr/sbin/haproxy -v 2>/dev/null | head -1; }
+version() { chroot "$root" /usr/sbin/haproxy -v 2>/dev/null | sed -n 1p; }
 
 if [ -x "$root/usr/sbin/haproxy" ] && v=$(version) && [ -n "$v" ]; then
 	echo "cached: $root"
@@ -53,7 +53,7 @@ debian_mirror() {
 		[ -f "$f" ] || continue
 		# deb [options] URI suite components...
 		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v re="$releases" '
-			$1 == "deb" && $3 ~ re { print $2; exit }'
+			!found && $1 == "deb" && $3 ~ re { print $2; found = 1 }'
 	done
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[ -f "$f" ] || continue
@@ -61,7 +61,7 @@ debian_mirror() {
 			function flush() {
 				if (!found && types ~ /(^| )deb( |$)/ && enabled != "no") {
 					n = split(suites, s, " ")
-					for (i = 1; i <= n; i++) if (s[i] ~ re) { split(uris, u, " "); print u[1]; found = 1; exit }
+					for (i = 1; i <= n; i++) if (!found && s[i] ~ re) { split(uris, u, " "); print u[1]; found = 1 }
 				}
 				types = ""; uris = ""; suites = ""; enabled = ""
 			}
@@ -76,7 +76,7 @@ debian_mirror() {
 	done
 }
 
-mirror=$(debian_mirror | head -1)
+mirror=$(debian_mirror | sed -n 1p)
 if [ -z "$mirror" ]; then
 	echo "haproxy-trixie.sh: found no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/ (need a 'deb' source for a Debian release such as bookworm)" >&2
 	exit 1
