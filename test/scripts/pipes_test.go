@@ -227,7 +227,7 @@ func TestRewrittenPipelinesRepeat(t *testing.T) {
 		{
 			file: "hack/haproxy-trixie.sh", text: "mirror=$(debian_mirror | sed -n 1p)",
 			// The function's definition, taken from the script, then the line.
-			run: `eval "$(sed -n '/^debian_mirror() {$/,/^}$/p' hack/haproxy-trixie.sh)"; mirror=$(debian_mirror | sed -n 1p); [ -n "$mirror" ]`,
+			run:   `eval "$(sed -n '/^debian_mirror() {$/,/^}$/p' hack/haproxy-trixie.sh)"; mirror=$(debian_mirror | sed -n 1p); [ -n "$mirror" ]`,
 			needs: "/etc/apt",
 		},
 	} {
