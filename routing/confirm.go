@@ -42,6 +42,12 @@ type syncFacts struct {
 	// latest one, oldest first: candidates for silent.
 	recent  []time.Duration
 	healthy bool
+	// startStamp: first seen after a failed poll, this lastUpdated may be
+	// a restarted kube-proxy's start rather than a sync (nodeState.failed).
+	startStamp bool
+	// stepped: two polls of this sync disagreed beyond stepTolerance; the
+	// node's clock was stepped and its ages are not trusted.
+	stepped bool
 }
 
 // quickAnswer bounds the round trip of an answer that proves kube-proxy was
@@ -54,27 +60,70 @@ const quickAnswer = 250 * time.Millisecond
 // interval a window of D holds far fewer.
 const maxRecent = 64
 
+// stall is an interval in which the node may not have been running: from
+// the sending of a request that came back slow or not at all to its end.
+type stall struct{ from, to time.Time }
+
+// maxStalls bounds the stalls kept per node; the oldest are merged.
+const maxStalls = 16
+
 // nodeState is what the observer knows of one node's kube-proxy.
 type nodeState struct {
 	name, addr string
 	syncs      map[discovery.AddressType]*syncFacts
 	answered   bool       // healthz answered at least once
 	problem    *pollError // the last poll's failure; nil after an answer
-	// stalledAt is the last time the node was seen not running: a poll
-	// that timed out, or an answer slower than quickAnswer (held while
+	// failed says a poll failed since the last answer: kube-proxy may have
+	// restarted in between. At start its sync loop stamps lastUpdated
+	// before its first sync (pkg/proxy/*/proxier.go SyncLoop), while the
+	// old instance's rules still pick the pod: the first lastUpdated seen
+	// after a failure is a start stamp unless it is the one seen before.
+	failed bool
+	// stalls are the times the node was seen not running: a poll that
+	// timed out, or an answer slower than quickAnswer (held while
 	// kube-proxy was frozen). A kube-proxy that did not run did not read
 	// its watch either: once it resumes, its first sync may still lack a
-	// change we received long before. So the rule judges as if the change
-	// had arrived at stalledAt when that is later.
-	stalledAt time.Time
+	// change we received long before. So a sync that may have completed
+	// after a stall began is judged as if the change had arrived at the
+	// stall's end, when that is later. A sync that completed before the
+	// request was sent is unaffected: it holds what it held.
+	stalls []stall
 }
+
+// stalled records a stall from the sending of a request to now.
+func (n *nodeState) stalled(from, to time.Time) {
+	n.stalls = append(n.stalls, stall{from: from, to: to})
+	if len(n.stalls) > maxStalls {
+		// Merging the two oldest widens the interval: never less cautious.
+		a, b := n.stalls[0], n.stalls[1]
+		n.stalls = append([]stall{{from: minTime(a.from, b.from), to: maxTime(a.to, b.to)}}, n.stalls[2:]...)
+	}
+}
+
+// reference is the receipt time against which a sync is judged: r, or the
+// end of the latest stall that began before the sync can have completed.
+func (n *nodeState) reference(f *syncFacts, r time.Time) time.Time {
+	for _, s := range n.stalls {
+		if f.latest.After(s.from) && s.to.After(r) {
+			r = s.to
+		}
+	}
+	return r
+}
+
+// stepTolerance is how far two polls of one sync may disagree on its
+// completion before the node's clock counts as stepped: more than clock
+// slewing (at most 500 ppm) moves it within a drain, less than NTP's step
+// threshold (128 ms). A smaller disagreement widens the bounds instead.
+const stepTolerance = 50 * time.Millisecond
 
 // record keeps a healthz answer obtained between sent and received; settle
 // is the rule's D (see syncFacts.silent).
 func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Duration) {
-	n.answered, n.problem = true, nil
+	failed := n.failed
+	n.answered, n.problem, n.failed = true, nil, false
 	if received.Sub(sent) > quickAnswer {
-		n.stalledAt = received
+		n.stalled(sent, received)
 	}
 	for fam := range n.syncs {
 		if _, ok := h.families[fam]; !ok {
@@ -85,20 +134,31 @@ func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Dura
 		age := h.currentTime.Sub(fh.lastUpdated)
 		lo, hi := sent.Add(-age), received.Add(-age)
 		f := n.syncs[fam]
-		if f == nil || !f.lastUpdated.Equal(fh.lastUpdated) || lo.After(f.latest) || hi.Before(f.earliest) {
-			// A new sync, or bounds that contradict the old ones (the node's
-			// clock was stepped): start over from this poll alone.
-			f = &syncFacts{lastUpdated: fh.lastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.healthy}
+		if f == nil || !f.lastUpdated.Equal(fh.lastUpdated) {
+			// A new sync, or after a failed poll possibly a new
+			// kube-proxy's start stamp.
+			f = &syncFacts{lastUpdated: fh.lastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.healthy, startStamp: failed}
 			n.syncs[fam] = f
 			f.noteQuick(age, received.Sub(sent), settle)
 			continue
 		}
-		f.noteQuick(age, received.Sub(sent), settle)
-		if lo.After(f.earliest) {
-			f.earliest = lo
+		if f.stepped {
+			continue // nothing this sync says is trusted any more
 		}
-		if hi.Before(f.latest) {
-			f.latest = hi
+		if lo.Sub(f.latest) > stepTolerance || f.earliest.Sub(hi) > stepTolerance {
+			// Polls of one sync that place it far apart: the node's clock
+			// was stepped between them, and a backward step makes an old
+			// sync look recent. Neither poll is trusted; a newer sync,
+			// stamped and aged in the stepped clock, is.
+			f.stepped = true
+			continue
+		}
+		f.noteQuick(age, received.Sub(sent), settle)
+		if lo.After(f.latest) || hi.Before(f.earliest) {
+			// A small disagreement (clock slewing): take both intervals.
+			f.earliest, f.latest = minTime(f.earliest, lo), maxTime(f.latest, hi)
+		} else {
+			f.earliest, f.latest = maxTime(f.earliest, lo), minTime(f.latest, hi)
 		}
 		f.age = max(f.age, age)
 		f.healthy = fh.healthy
@@ -125,6 +185,20 @@ func (f *syncFacts) noteQuick(age, rtt, settle time.Duration) {
 	f.recent = append(keep, age)
 }
 
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // rule is the confirmation rule's three durations (see the package comment).
 type rule struct {
 	minSync   time.Duration // kube-proxy's minSyncPeriod, assumed
@@ -137,6 +211,13 @@ func (ru rule) judge(f *syncFacts, r time.Time) (nodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return nodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
+	case f.startStamp:
+		// kube-proxy stamps lastUpdated when its sync loop starts, before
+		// its first sync; the rules of the instance before it still pick
+		// the pod. Only a later lastUpdated is a sync.
+		return nodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
+	case f.stepped:
+		return nodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
 	case !f.earliest.Before(r.Add(ru.allowance)):
 		// Completed at least D after our receipt: it started after kube-proxy
 		// had the change, so it holds it.
@@ -166,12 +247,9 @@ func (ru rule) judgeNode(n *nodeState, targets map[discovery.AddressType]time.Ti
 	}
 	worst, why := nodeConfirmed, ""
 	for fam, r := range targets {
-		if n.stalledAt.After(r) {
-			r = n.stalledAt // see nodeState.stalledAt
-		}
 		v, w := nodePending, "healthz not read yet"
 		if f := n.syncs[fam]; f != nil {
-			v, w = ru.judge(f, r)
+			v, w = ru.judge(f, n.reference(f, r))
 			w = string(fam) + ": " + w
 		} else if n.answered {
 			v, w = nodeUnverified, fmt.Sprintf("healthz has no %s status", fam)

@@ -25,6 +25,9 @@ type fakeProxy struct {
 	skew             time.Duration
 	syncs            []time.Time // completions, our clock, ascending
 	toNode, fromNode time.Duration
+	// At stepAt (our clock) the node's clock is stepped by step.
+	stepAt           time.Time
+	step             time.Duration
 	hang             bool   // accept and never answer, until the client gives up
 	body             string // a fixed answer instead
 	requests         int
@@ -33,7 +36,7 @@ type fakeProxy struct {
 func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.requests++
-	hang, body, toNode, fromNode, skew := p.hang, p.body, p.toNode, p.fromNode, p.skew
+	hang, body, toNode, fromNode, skew, stepAt, step := p.hang, p.body, p.toNode, p.fromNode, p.skew, p.stepAt, p.step
 	syncs := append([]time.Time(nil), p.syncs...)
 	p.mu.Unlock()
 	if hang {
@@ -52,7 +55,12 @@ func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			last = s
 		}
 	}
-	stamp := func(t time.Time) string { return t.Add(skew).UTC().Format(time.RFC3339Nano) }
+	stamp := func(t time.Time) string {
+		if !stepAt.IsZero() && !t.Before(stepAt) {
+			t = t.Add(step)
+		}
+		return t.Add(skew).UTC().Format(time.RFC3339Nano)
+	}
 	if last.IsZero() { // no sync yet: kube-proxy omits the status
 		fmt.Fprintf(w, `{"lastUpdated":"0001-01-01T00:00:00Z","currentTime":%q,"nodeEligible":true,"healthy":true}`, stamp(now))
 		p.clk.Step(fromNode)
@@ -267,10 +275,11 @@ func TestConfirmFrozenNode(t *testing.T) {
 	expect(t, got, drain.RoutingPending, "n2: healthz at 10.0.0.2:10256 accepted but did not answer within 200ms")
 
 	// It wakes up and syncs at once, before reading the watch it missed:
-	// not proof. The sync after it, a minSyncPeriod later, is.
+	// not proof (and, first seen after a failed poll, possibly a restarted
+	// kube-proxy's start stamp). The sync after it, a minSyncPeriod later, is.
 	s.proxies["n2"].set(func(p *fakeProxy) { p.hang = false })
 	s.syncsAt("n2", 2100*ms, 3100*ms)
-	expect(t, s.round(2200*ms), drain.RoutingPending, "last sync may predate the change")
+	expect(t, s.round(2200*ms), drain.RoutingPending, "waiting for a later one")
 	expect(t, s.round(3200*ms), drain.RoutingWithdrawn)
 }
 
@@ -386,4 +395,72 @@ func TestConfirmKubeProxyGoneAfterAnswer(t *testing.T) {
 	s.servers["n2"].Close() // ends the kept-alive connection too
 	expect(t, s.round(1500*ms), drain.RoutingPending,
 		"n2: IPv4: no sync since the change", "last poll failed: healthz at 10.0.0.2:10256 unreachable")
+}
+
+// kube-proxy restarted during the drain (killed at R+0.5s, back at
+// R+1.3s): its sync loop stamps lastUpdated when it starts, before its
+// first sync, while the dead instance's rules still pick the pod. The
+// stamp, first seen after a refused poll, must not confirm: the sync after
+// it (R+1.8s) does.
+func TestConfirmRestartStamp(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second)
+	expect(t, s.round(100*ms), drain.RoutingPending, "no sync since the change")
+	addr := s.routes["10.0.0.2:10256"]
+	delete(s.routes, "10.0.0.2:10256") // killed: the port refuses
+	s.http.CloseIdleConnections()
+	expect(t, s.round(600*ms), drain.RoutingPending, "last poll failed")
+	s.routes["10.0.0.2:10256"] = addr
+	s.syncsAt("n2", -5*time.Second, 1300*ms) // the new instance's start stamp
+	for _, off := range []time.Duration{1400 * ms, 1600 * ms} {
+		expect(t, s.round(off), drain.RoutingPending, "may be a restarted kube-proxy's start, not a sync")
+	}
+	s.syncsAt("n2", -5*time.Second, 1300*ms, 1800*ms) // its first sync
+	expect(t, s.round(1900*ms), drain.RoutingWithdrawn)
+}
+
+// A poll that failed once without a restart (the same lastUpdated before
+// and after) leaves what the node said standing.
+func TestConfirmTransientFailure(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", 30*ms)
+	expect(t, s.round(100*ms), drain.RoutingPending, "last sync may predate the change")
+	addr := s.routes["10.0.0.2:10256"]
+	delete(s.routes, "10.0.0.2:10256")
+	s.http.CloseIdleConnections()
+	expect(t, s.round(400*ms), drain.RoutingPending, "last poll failed: healthz at 10.0.0.2:10256 unreachable")
+	s.routes["10.0.0.2:10256"] = addr
+	between(t, "confirmed", s.firstWithdrawn(500*ms, 3*time.Second, 50*ms), 1550*ms, 1550*ms)
+}
+
+// One slow answer (hapsuper throttled, 400 ms round trip) about a sync that
+// already held the change (completed at R+300ms, past D) stalls only the
+// syncs that can have completed after the slow request was sent: once a
+// quick answer places the sync before it, the node is confirmed, instead
+// of waiting for kube-proxy's next sync.
+func TestConfirmSlowAnswerAfterSync(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", 300*ms)
+	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 400*ms })
+	if got := s.round(400 * ms); got.State == drain.RoutingWithdrawn {
+		t.Fatalf("confirmed on a slow answer alone: %s", got.Detail)
+	}
+	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 0 })
+	expect(t, s.round(1000*ms), drain.RoutingWithdrawn)
+}
+
+// The node's clock is stepped back 1 s between two polls of the same
+// ambiguous sync (completed R+5ms): the second poll's age puts the sync at
+// R+1.005s, past D. The polls disagree by a second: neither is trusted,
+// and only a newer sync confirms.
+func TestConfirmClockStep(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, 5*ms)
+	expect(t, s.round(100*ms), drain.RoutingPending, "last sync may predate the change")
+	s.proxies["n2"].set(func(p *fakeProxy) { p.stepAt, p.step = s.R.Add(500*ms), -time.Second })
+	for _, off := range []time.Duration{1200 * ms, 1500 * ms, 3 * time.Second, 3300 * ms} {
+		expect(t, s.round(off), drain.RoutingPending, "clock was stepped")
+	}
+	s.syncsAt("n2", -5*time.Second, 5*ms, 3400*ms)
+	expect(t, s.round(3500*ms), drain.RoutingWithdrawn)
 }

@@ -68,9 +68,9 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 		if n.problem == nil || n.problem.msg != pe.msg {
 			o.log.Warn("kube-proxy healthz poll failed", "node", n.name, "addr", n.addr, "pending", pe.pending, "err", pe.msg)
 		}
-		n.problem = pe
+		n.problem, n.failed = pe, true
 		if pe.pending { // accepted, never answered: kube-proxy is not running
-			n.stalledAt = o.clock.Now()
+			n.stalled(sent, o.clock.Now())
 		}
 		return
 	}
