@@ -27,6 +27,10 @@ const (
 	ReasonUnavailable Reason = "unavailable" // bound reached while HAProxy's counters could not be read
 )
 
+// ReasonWithdrawnInAPI: every path withdrawn in the EndpointSlices (routing
+// mode endpointslices), then quiet; kube-proxy's rules were not observed.
+const ReasonWithdrawnInAPI Reason = "withdrawn-in-api"
+
 // Settings are the drain's timings. They come validated from conf.
 type Settings struct {
 	QuietPeriod time.Duration // no counted request for this long = quiet
@@ -70,6 +74,10 @@ type Routing struct {
 	// withdrawal yet (kube-proxy mode). Shown by status and metrics; the
 	// drain decides on State alone.
 	PendingNodes int
+	// APIOnly says a withdrawn State rests on the API alone: kube-proxy was
+	// not observed (endpointslices mode). It ends a drain with
+	// ReasonWithdrawnInAPI instead of ReasonRoutedAway.
+	APIOnly bool
 }
 
 // Action is what the supervisor must do to HAProxy after a Tick.

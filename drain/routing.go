@@ -15,6 +15,9 @@ func routingMet(r Routing) bool {
 func routingReason(r Routing) Reason {
 	switch r.State {
 	case RoutingWithdrawn:
+		if r.APIOnly {
+			return ReasonWithdrawnInAPI
+		}
 		return ReasonRoutedAway
 	case RoutingUnverified:
 		return ReasonUnverified

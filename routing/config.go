@@ -67,6 +67,13 @@ type Config struct {
 	// MinSyncPeriod.
 	WatchLag time.Duration
 
+	// LoadBalancerDelay is how long a load balancer that targets pod IPs
+	// keeps sending new connections after the pod is deregistered, as the
+	// operator knows it (AWS target group deregistration, GCP health
+	// checks): the verdict stays pending that long after the withdrawal
+	// (after the stop request when no slice lists the pod). Zero: no hold.
+	LoadBalancerDelay time.Duration
+
 	// Concurrency bounds the healthz requests in flight.
 	Concurrency int
 	// RequestTimeout bounds one healthz request, connection included.
@@ -119,7 +126,7 @@ func (c Config) validate() error {
 	switch {
 	case c.HealthzPort < 1 || c.HealthzPort > 65535:
 		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
-	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0:
+	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.LoadBalancerDelay < 0:
 		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
 	case c.Concurrency < 1:
 		return fmt.Errorf("check routing config: concurrency %d: must be at least 1", c.Concurrency)

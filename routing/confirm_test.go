@@ -26,11 +26,11 @@ type fakeProxy struct {
 	syncs            []time.Time // completions, our clock, ascending
 	toNode, fromNode time.Duration
 	// At stepAt (our clock) the node's clock is stepped by step.
-	stepAt           time.Time
-	step             time.Duration
-	hang             bool   // accept and never answer, until the client gives up
-	body             string // a fixed answer instead
-	requests         int
+	stepAt   time.Time
+	step     time.Duration
+	hang     bool   // accept and never answer, until the client gives up
+	body     string // a fixed answer instead
+	requests int
 }
 
 func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -131,6 +131,10 @@ func newTestObserver(t *testing.T, cfg Config, client *fake.Clientset) *testObse
 		t.Fatalf("newObserver: %v", err)
 	}
 	to.Observer = o
+	// The pod watch delivered a pod without paths of its own.
+	o.mu.Lock()
+	o.podEvent(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: cfg.Identity.PodName, Namespace: cfg.Identity.Namespace}})
+	o.mu.Unlock()
 	return to
 }
 
@@ -160,6 +164,8 @@ func (to *testObserver) applyAny(obj any, deleted bool) {
 		to.applySlice(trimSlice(o), deleted, now)
 	case *corev1.Service:
 		to.applyService(trimService(o), deleted, now)
+	case *corev1.Pod:
+		to.applyPod(trimPod(o), deleted, now)
 	}
 }
 

@@ -3,11 +3,13 @@ package routing
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/drain"
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -81,16 +83,17 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 	o.clk.Step(50 * ms)
 	o.StopRequested(o.clk.Now())
 	eventually(t, "the first healthz round", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.requests > 0
+		// The answer, not only the request: the round records it after.
+		return strings.Contains(o.Routing(o.clk.Now()).Detail, "IPv4:")
 	})
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingPending, "last sync may predate the change")
 	o.clk.Step(2 * time.Second)
 	eventually(t, "a round after 2 s", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.requests > 1
+		// Its answer recorded, so the next step cannot fall inside it.
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		f := o.nodes["n2"].syncs[discovery.AddressTypeIPv4]
+		return f != nil && f.silent > 0
 	})
 	o.clk.Step(300 * ms)
 	eventually(t, "kube-proxy's confirmation", state(drain.RoutingWithdrawn))

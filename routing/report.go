@@ -28,8 +28,16 @@ func (o *Observer) Routing(now time.Time) drain.Routing {
 		}
 		return drain.Routing{State: drain.RoutingUnverified, Detail: d}
 	}
+	unobserved := o.unobserved()
+	if !o.watch.podSeen {
+		unobserved = append([]string{"pod not read (hostNetwork, hostPorts and readiness gates unknown)"}, unobserved...)
+	}
 	if len(o.watch.paths) == 0 {
-		return drain.Routing{State: drain.RoutingUnverified, Detail: "no EndpointSlice lists this pod"}
+		d := "no EndpointSlice lists this pod"
+		if len(unobserved) > 0 {
+			d += "; not observed: " + named(unobserved)
+		}
+		return o.hold(drain.Routing{State: drain.RoutingUnverified, Detail: d}, o.stopAt, now)
 	}
 	keys := make([]pathKey, 0, len(o.watch.paths))
 	for k := range o.watch.paths {
@@ -54,10 +62,35 @@ func (o *Observer) Routing(now time.Time) drain.Routing {
 		return drain.Routing{State: drain.RoutingPending, Detail: "routed here in the API: " + named(pending)}
 	}
 	api := fmt.Sprintf("withdrawn in the API %v ago: %s", now.Sub(latest).Round(time.Millisecond), named(withdrawn))
+	var r drain.Routing
 	if o.cfg.Mode == ModeEndpointSlices {
-		return drain.Routing{State: drain.RoutingWithdrawn, Detail: api + " (kube-proxy not observed)"}
+		r = drain.Routing{State: drain.RoutingWithdrawn, APIOnly: true, Detail: api + " (kube-proxy not observed)"}
+	} else {
+		r = o.kubeProxyVerdict(api)
 	}
-	return o.kubeProxyVerdict(api)
+	if r.State != drain.RoutingPending && len(unobserved) > 0 {
+		// Paths kube-proxy does not carry: never withdrawn, only unverified.
+		r = drain.Routing{State: drain.RoutingUnverified, Detail: r.Detail + "; not observed: " + named(unobserved)}
+	}
+	return o.hold(r, latest, now)
+}
+
+// hold keeps a verdict that would let the drain end pending until
+// LoadBalancerDelay has passed since from (the withdrawal), for load
+// balancers that target pod IPs and keep sending after deregistration.
+func (o *Observer) hold(r drain.Routing, from, now time.Time) drain.Routing {
+	d := o.cfg.LoadBalancerDelay
+	if d <= 0 || r.State == drain.RoutingPending {
+		return r
+	}
+	if from.IsZero() {
+		return drain.Routing{State: drain.RoutingPending, Detail: r.Detail + "; load balancer delay not started: the stop is not requested yet"}
+	}
+	if left := from.Add(d).Sub(now); left > 0 {
+		return drain.Routing{State: drain.RoutingPending, Detail: fmt.Sprintf("%s; holding %v more for load balancers to stop sending (load balancer delay %v)",
+			r.Detail, left.Round(time.Millisecond), d)}
+	}
+	return r
 }
 
 // kubeProxyVerdict is the verdict once the API says withdrawn, in

@@ -36,7 +36,16 @@ func trimSlice(s *discovery.EndpointSlice) *discovery.EndpointSlice { return tri
 
 // trimService keeps what proxied and judgeFamily read of a Service.
 func trimService(s *corev1.Service) *corev1.Service {
-	return &corev1.Service{ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
+	meta := trimMeta(s.ObjectMeta)
+	for _, k := range lbAnnotations {
+		if v, ok := s.Annotations[k]; ok {
+			if meta.Annotations == nil {
+				meta.Annotations = map[string]string{}
+			}
+			meta.Annotations[k] = v
+		}
+	}
+	return &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{
 		Type:                     s.Spec.Type,
 		ClusterIP:                s.Spec.ClusterIP,
 		ClusterIPs:               s.Spec.ClusterIPs,
@@ -60,12 +69,32 @@ func (t trimmer) trim(obj any) (any, error) {
 	case *corev1.Service:
 		return trimService(o), nil
 	case *corev1.Pod:
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-			Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion,
-			DeletionTimestamp: o.DeletionTimestamp, DeletionGracePeriodSeconds: o.DeletionGracePeriodSeconds,
-		}}, nil
+		return trimPod(o), nil
 	}
 	return obj, nil
+}
+
+// trimPod keeps what podEvent reads: the deletion grace period and the
+// pod's own paths (hostNetwork, hostPorts, readiness gates).
+func trimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
+	}}
+	out.Spec.HostNetwork = p.Spec.HostNetwork
+	out.Spec.ReadinessGates = p.Spec.ReadinessGates
+	for _, c := range p.Spec.Containers {
+		var ports []corev1.ContainerPort
+		for _, port := range c.Ports {
+			if port.HostPort != 0 {
+				ports = append(ports, corev1.ContainerPort{HostPort: port.HostPort, ContainerPort: port.ContainerPort, Protocol: port.Protocol})
+			}
+		}
+		if len(ports) > 0 {
+			out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Ports: ports})
+		}
+	}
+	return out
 }
 
 // slice keeps the slice's name, the labels and address type proxiedSlice
@@ -77,7 +106,14 @@ func (t trimmer) slice(s *discovery.EndpointSlice) *discovery.EndpointSlice {
 		AddressType: discovery.AddressType(sharedString(string(s.AddressType))),
 	}
 	if !proxiedSlice(out) {
-		return out // sliceEvent does not keep it
+		// sliceEvent does not keep it, but asks whether it lists this pod:
+		// a path kube-proxy does not carry (headless, another proxy).
+		for _, ep := range s.Endpoints {
+			if len(t.match.addrs) == 0 || t.match.kind(ep) == thisPod {
+				out.Endpoints = append(out.Endpoints, whole(ep))
+			}
+		}
+		return out
 	}
 	if len(t.match.addrs) == 0 {
 		out.Endpoints = make([]discovery.Endpoint, 0, len(s.Endpoints))

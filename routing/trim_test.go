@@ -145,15 +145,19 @@ func TestTrimSliceKeeps(t *testing.T) {
 }
 
 func TestTrimIgnoredSlice(t *testing.T) {
-	mesh := v4("mesh-a", "mesh", mine(readyC))
+	mesh := v4("mesh-a", "mesh", mine(readyC), peer("n2", readyC))
 	mesh.Labels[labelProxyName] = "istio"
 	fqdn := slice("ext-a", "ext", discovery.AddressTypeFQDN, ep("example.com", "n1", "", readyC))
 	for _, s := range []*discovery.EndpointSlice{mesh, fqdn} {
-		for _, tr := range []trimmer{meTrimmer(t), {}} {
-			got := tr.slice(s)
-			if proxiedSlice(got) || got.Endpoints != nil || got.Labels["app"] != "" {
-				t.Errorf("%s: %+v: want not proxied, endpoints and other labels dropped", s.Name, got)
-			}
+		got := meTrimmer(t).slice(s)
+		// Of a slice kube-proxy does not program only this pod's endpoint
+		// is kept: it says the pod has a path kube-proxy does not carry.
+		want := 0
+		if s == mesh {
+			want = 1
+		}
+		if proxiedSlice(got) || len(got.Endpoints) != want || got.Labels["app"] != "" {
+			t.Errorf("%s: %+v: want not proxied, %d endpoints, other labels dropped", s.Name, got, want)
 		}
 	}
 	if got := trimSlice(mesh); got.Labels[labelProxyName] != "istio" || got.Labels[labelServiceName] != "mesh" {

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,13 @@ type watchState struct {
 	paths    map[pathKey]*path
 	grace    *int64 // the pod's deletionGracePeriodSeconds
 	watchErr string // the last error of a watch that has not synced
+	podSeen  bool   // the pod watch delivered the pod
+	podPaths []string
+	// unproxied: Service → why, for Services kube-proxy does not program
+	// whose slices listed the pod (see unobserved.go). Kept for the pod's
+	// life: DNS clients and other proxies may hold the address for longer
+	// than any slice shows it.
+	unproxied map[string]string
 }
 
 // sliceEvent applies one EndpointSlice event received at now. s is nil
@@ -49,6 +57,8 @@ func (o *Observer) sliceEvent(name string, s *discovery.EndpointSlice, now time.
 	if s != nil && proxiedSlice(s) {
 		st.slices[name] = s
 		touched[s.Labels[labelServiceName]] = true
+	} else if s != nil && s.Labels[labelServiceName] != "" && o.lists(s) {
+		o.unproxiedPath(s.Labels[labelServiceName], unproxiedWhy(s))
 	}
 	for svc := range touched {
 		o.reevaluate(svc, now)
@@ -75,6 +85,7 @@ func (o *Observer) reevaluate(service string, now time.Time) {
 		for k := range st.paths {
 			if k.service == service {
 				delete(st.paths, k)
+				o.unproxiedPath(service, unobservedServiceWhy(svc))
 			}
 		}
 		return
@@ -120,12 +131,46 @@ func (o *Observer) transition(k pathKey, p *path, v pathVerdict, now time.Time) 
 	p.pathVerdict = v
 }
 
-// podEvent records the pod's deletion grace period.
+// lists says whether one of the slice's endpoints is this pod's.
+func (o *Observer) lists(s *discovery.EndpointSlice) bool {
+	for _, ep := range s.Endpoints {
+		if o.match.kind(ep) == thisPod {
+			return true
+		}
+	}
+	return false
+}
+
+// unproxiedPath records a Service kube-proxy does not program that lists
+// this pod.
+func (o *Observer) unproxiedPath(service, why string) {
+	if o.watch.unproxied[service] == why {
+		return
+	}
+	if o.watch.unproxied == nil {
+		o.watch.unproxied = map[string]string{}
+	}
+	o.watch.unproxied[service] = why
+	o.log.Warn("routing path not observed: kube-proxy does not program it", "service", service, "why", why)
+}
+
+// podEvent records the pod's deletion grace period and the paths of its
+// own that kube-proxy does not carry.
 func (o *Observer) podEvent(pod *corev1.Pod) {
-	if pod != nil && pod.Name == o.cfg.Identity.PodName && pod.DeletionGracePeriodSeconds != nil {
+	if pod == nil || pod.Name != o.cfg.Identity.PodName {
+		return
+	}
+	if pod.DeletionGracePeriodSeconds != nil {
 		g := *pod.DeletionGracePeriodSeconds
 		o.watch.grace = &g
 	}
+	paths := podPaths(pod)
+	if !o.watch.podSeen || !slices.Equal(paths, o.watch.podPaths) {
+		for _, p := range paths {
+			o.log.Warn("routing path not observed", "path", p)
+		}
+	}
+	o.watch.podSeen, o.watch.podPaths = true, paths
 }
 
 // handlers adapts informer events to the observer's state; each event takes
