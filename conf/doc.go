@@ -46,8 +46,10 @@
 //   - HAPSUPER_ROUTING (--routing, default auto): how routing withdrawal is
 //     observed: off (quiet period only), endpointslices (the pod's
 //     EndpointSlices in the API), kube-proxy (and every node's kube-proxy
-//     healthz), or auto (endpointslices when in-cluster credentials or a
-//     kubeconfig exist, otherwise off).
+//     healthz), or auto: with in-cluster credentials or a kubeconfig,
+//     kube-proxy when nodes can be listed and this node's kube-proxy
+//     answers healthz with per-family status (1.33+), else endpointslices;
+//     without credentials off. What auto picked and why is logged.
 //   - HAPSUPER_KUBECONFIG (--kubeconfig, default none): a kubeconfig file for
 //     use outside a cluster; in a pod the service account is used.
 //   - HAPSUPER_KUBE_PROXY_HEALTHZ_PORT (--kube-proxy-healthz-port, default
@@ -57,6 +59,22 @@
 //     more. The confirmation rule waits this long for a sync that would carry
 //     the change before it trusts an earlier one; a value below the
 //     cluster's may confirm early.
+//   - HAPSUPER_KUBE_PROXY_SYNC_ALLOWANCE (--kube-proxy-sync-allowance,
+//     default 250ms, at least 10ms): how late kube-proxy may get a change
+//     after hapsuper plus how long one of its rule syncs takes. A sync that
+//     completed at least this long after hapsuper received the change holds
+//     it. Size it from kube-proxy's
+//     kubeproxy_sync_proxy_rules_duration_seconds p99 plus the apiserver
+//     watch lag; with the 100ms hapsuper allows its own watch to lag, it
+//     must fit in --kube-proxy-min-sync-period. Larger only delays
+//     confirmation.
+//   - HAPSUPER_LB_DEREGISTRATION_DELAY (--lb-deregistration-delay, default
+//     0: none): how long load balancers that target pod IPs keep sending new
+//     connections after the pod is deregistered (AWS target group
+//     deregistration delay, GCP health check interval × threshold). In the
+//     routing modes the drain holds at least this long after the withdrawal
+//     (after the stop request when no slice lists the pod). Plus the quiet
+//     period it must be less than the max wait.
 //   - HAPSUPER_METRICS_ADDR (--metrics-addr, default none: off): the address
 //     of the Prometheus endpoint (/metrics), such as :9101.
 //

@@ -37,11 +37,17 @@ type Settings struct {
 
 	KubeProxyHealthzPort   int           // kube-proxy's healthz port on every node
 	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
+	KubeProxySyncAllowance time.Duration // D: kube-proxy's lag behind hapsuper's watch plus one sync
+	LBDeregistrationDelay  time.Duration // load balancers' sending after deregistration; 0: none
 }
+
+// watchLag is routing.DefaultWatchLag, which conf cannot import: the sync
+// allowance and it must fit in the min sync period.
+const watchLag = 100 * time.Millisecond
 
 // The routing observation modes (--routing).
 const (
-	RoutingAuto           = "auto"           // endpointslices with in-cluster credentials or a kubeconfig, otherwise off
+	RoutingAuto           = "auto"           // with credentials: kube-proxy when its grants and healthz are there, else endpointslices; otherwise off
 	RoutingOff            = "off"            // quiet period only
 	RoutingEndpointSlices = "endpointslices" // withdrawal observed in the API
 	RoutingKubeProxy      = "kube-proxy"     // and confirmed by every node's kube-proxy
@@ -71,6 +77,7 @@ func defaults() Settings {
 
 		KubeProxyHealthzPort:   10256,
 		KubeProxyMinSyncPeriod: time.Second,
+		KubeProxySyncAllowance: 250 * time.Millisecond,
 	}
 }
 
@@ -95,6 +102,8 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
 	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
+	fs.Var(durationValue{&s.KubeProxySyncAllowance}, "kube-proxy-sync-allowance", "kube-proxy's lag behind hapsuper's watch plus one rule sync: its p99 sync_proxy_rules_duration_seconds, or more (--routing kube-proxy)")
+	fs.Var(durationValue{&s.LBDeregistrationDelay}, "lb-deregistration-delay", "how long load balancers that target pod IPs keep sending after deregistration; the drain holds that long after the withdrawal (routing modes)")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	return fs
 }
@@ -261,6 +270,8 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("metrics-addr", s.MetricsAddr),
 		slog.Int("kube-proxy-healthz-port", s.KubeProxyHealthzPort),
 		slog.String("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod.String()),
+		slog.String("kube-proxy-sync-allowance", s.KubeProxySyncAllowance.String()),
+		slog.String("lb-deregistration-delay", s.LBDeregistrationDelay.String()),
 		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
 	}
 }

@@ -37,6 +37,7 @@ func TestParseDefaults(t *testing.T) {
 
 		KubeProxyHealthzPort:   10256,
 		KubeProxyMinSyncPeriod: time.Second,
+		KubeProxySyncAllowance: 250 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(nil) =\n%+v\nwant\n%+v", got, want)
@@ -87,6 +88,12 @@ func TestParse(t *testing.T) {
 			func(s Settings) any { return s.MasterSocket }, "/run/x.sock"},
 		{"user -S with unix@ prefix", []string{"--", "haproxy", "-S", "unix@/run/y.sock", "-f", "h.cfg"}, nil,
 			func(s Settings) any { return s.MasterSocket }, "/run/y.sock"},
+		{"sync allowance", []string{"--kube-proxy-sync-allowance", "600ms", "--kube-proxy-min-sync-period", "2s"}, nil,
+			func(s Settings) any { return s.KubeProxySyncAllowance }, 600 * time.Millisecond},
+		{"sync allowance from env", nil, map[string]string{"HAPSUPER_KUBE_PROXY_SYNC_ALLOWANCE": "900ms"},
+			func(s Settings) any { return s.KubeProxySyncAllowance }, 900 * time.Millisecond},
+		{"load balancer delay from env", []string{"--grace-period", "90s"}, map[string]string{"HAPSUPER_LB_DEREGISTRATION_DELAY": "30s"},
+			func(s Settings) any { return s.LBDeregistrationDelay }, 30 * time.Second},
 		{"same --master-socket and -S agree", []string{"--master-socket", "/run/x.sock", "--", "haproxy", "-S", "/run/x.sock"}, nil,
 			func(s Settings) any { return s.MasterSocket }, "/run/x.sock"},
 	}
@@ -168,6 +175,14 @@ func TestParseErrors(t *testing.T) {
 			[]string{"--kube-proxy-healthz-port 70000", "not a TCP port"}},
 		{"min sync period", nil, map[string]string{"HAPSUPER_KUBE_PROXY_MIN_SYNC_PERIOD": "100ms"},
 			[]string{"HAPSUPER_KUBE_PROXY_MIN_SYNC_PERIOD=100ms", "below 500ms"}},
+		{"sync allowance too small", []string{"--kube-proxy-sync-allowance", "5ms"}, nil,
+			[]string{"--kube-proxy-sync-allowance 5ms", "below 10ms", "sync_proxy_rules_duration_seconds"}},
+		{"sync allowance beyond min sync period", nil, map[string]string{"HAPSUPER_KUBE_PROXY_SYNC_ALLOWANCE": "950ms"},
+			[]string{"HAPSUPER_KUBE_PROXY_SYNC_ALLOWANCE=950ms", "100ms", "--kube-proxy-min-sync-period 1s (default)", "within one minSyncPeriod"}},
+		{"negative load balancer delay", []string{"--lb-deregistration-delay", "-1s"}, nil,
+			[]string{"--lb-deregistration-delay -1s", "negative"}},
+		{"load balancer delay beyond the bound", []string{"--lb-deregistration-delay", "17s"}, nil,
+			[]string{"--lb-deregistration-delay 17s", "--quiet-period 2s (default)", "every drain would end at the bound", "raise --max-wait"}},
 		{"log level", nil, map[string]string{"HAPSUPER_LOG_LEVEL": "trace"},
 			[]string{"HAPSUPER_LOG_LEVEL", "debug, info, warn or error"}},
 		{"--master-socket conflicts with -S", []string{"--master-socket", "/a.sock", "--", "haproxy", "-S", "/b.sock"}, nil,

@@ -8,6 +8,10 @@ import (
 // minPollInterval keeps polling from loading HAProxy's master CLI.
 const minPollInterval = 10 * time.Millisecond
 
+// minSyncAllowance is below any kube-proxy sync seen (15 ms for a small
+// nftables cluster): less would confirm syncs that were still running.
+const minSyncAllowance = 10 * time.Millisecond
+
 // validate checks that the durations fit in the grace period: the drain
 // (max wait) must leave time for the soft stop, and the quiet period must
 // fit in the drain.
@@ -64,6 +68,21 @@ func validate(s Settings, src source) error {
 	}
 	if s.KubeProxyMinSyncPeriod < 500*time.Millisecond {
 		return fmt.Errorf("%s is below 500ms: use the cluster's kube-proxy minSyncPeriod (default 1s) or more", src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
+	}
+	if s.KubeProxySyncAllowance < minSyncAllowance {
+		return fmt.Errorf("%s is below %v: use kube-proxy's p99 sync_proxy_rules_duration_seconds plus its lag behind the apiserver (default 250ms)",
+			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), minSyncAllowance)
+	}
+	if s.KubeProxySyncAllowance+watchLag > s.KubeProxyMinSyncPeriod {
+		return fmt.Errorf("%s plus the %v hapsuper allows its watch to lag kube-proxy's exceeds %s: the confirmation rule needs both within one minSyncPeriod; lower the allowance, or raise kube-proxy's minSyncPeriod and --kube-proxy-min-sync-period together",
+			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), watchLag, src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
+	}
+	if s.LBDeregistrationDelay < 0 {
+		return fmt.Errorf("%s is negative: give 0 (no hold) or the load balancer's deregistration delay", src.label("lb-deregistration-delay", s.LBDeregistrationDelay))
+	}
+	if s.LBDeregistrationDelay > 0 && s.LBDeregistrationDelay+s.QuietPeriod >= s.MaxWait {
+		return fmt.Errorf("%s plus %s reaches %s: every drain would end at the bound; raise --max-wait (and --grace-period)",
+			src.label("lb-deregistration-delay", s.LBDeregistrationDelay), src.label("quiet-period", s.QuietPeriod), src.label("max-wait", s.MaxWait))
 	}
 	return nil
 }

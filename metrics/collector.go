@@ -16,7 +16,7 @@ const namespace = "hapsuper"
 var Phases = []drain.Phase{drain.Starting, drain.Serving, drain.Draining, drain.Stopping, drain.Exited}
 
 // Reasons are the values of the reason label of drains_total.
-var Reasons = []drain.Reason{drain.ReasonRoutedAway, drain.ReasonQuiet, drain.ReasonUnverified, drain.ReasonBound, drain.ReasonUnavailable}
+var Reasons = []drain.Reason{drain.ReasonRoutedAway, drain.ReasonWithdrawnInAPI, drain.ReasonQuiet, drain.ReasonUnverified, drain.ReasonBound, drain.ReasonUnavailable}
 
 // DrainBuckets are the upper bounds, in seconds, of drain_duration_seconds:
 // from a drain that ends at its first quiet period (0.5 s and up) to one that

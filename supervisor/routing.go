@@ -41,6 +41,9 @@ func newRouting(s conf.Settings, log *slog.Logger) (routingSetup, error) {
 	mode := s.Routing
 	explicit := mode != conf.RoutingAuto
 	if mode == conf.RoutingOff {
+		if s.LBDeregistrationDelay > 0 {
+			log.Warn("--lb-deregistration-delay has no effect with --routing off: no withdrawal is observed")
+		}
 		return off, nil
 	}
 	cfg, credsErr := restConfig(s.Kubeconfig)
@@ -54,7 +57,6 @@ func newRouting(s conf.Settings, log *slog.Logger) (routingSetup, error) {
 			log.Warn("routing observation off: the pod's identity is missing; the quiet period decides", "err", idErr)
 			return off, nil
 		}
-		mode = conf.RoutingEndpointSlices
 	}
 	if credsErr != nil {
 		return off, fmt.Errorf("--routing %s needs in-cluster credentials or --kubeconfig: %w", mode, credsErr)
@@ -66,11 +68,23 @@ func newRouting(s conf.Settings, log *slog.Logger) (routingSetup, error) {
 	if err != nil {
 		return off, fmt.Errorf("build a Kubernetes client: %w", err)
 	}
+	if !explicit {
+		ctx, cancel := context.WithTimeout(context.Background(), pickModeTimeout)
+		picked, why := routing.PickMode(ctx, client, id, s.KubeProxyHealthzPort)
+		cancel()
+		mode = string(picked)
+		log.Info("routing mode picked", "mode", mode, "why", why)
+	}
+	if s.LBDeregistrationDelay > 0 {
+		log.Info("drains hold for load balancers after the withdrawal", "lb-deregistration-delay", s.LBDeregistrationDelay.String())
+	}
 	obs, err := routing.New(routing.Config{
-		Mode:          routing.Mode(mode),
-		Identity:      id,
-		HealthzPort:   s.KubeProxyHealthzPort,
-		MinSyncPeriod: s.KubeProxyMinSyncPeriod,
+		Mode:              routing.Mode(mode),
+		Identity:          id,
+		HealthzPort:       s.KubeProxyHealthzPort,
+		MinSyncPeriod:     s.KubeProxyMinSyncPeriod,
+		SyncAllowance:     s.KubeProxySyncAllowance,
+		LoadBalancerDelay: s.LBDeregistrationDelay,
 	}, client, log) // the observer names its own component
 	if err != nil {
 		return off, err
@@ -131,6 +145,10 @@ func routingActor(obs *routing.Observer, log *slog.Logger) func(ctx context.Cont
 		return nil
 	}
 }
+
+// pickModeTimeout bounds auto's probe of the node list and this node's
+// kube-proxy healthz at start (routing.PickMode bounds itself too).
+const pickModeTimeout = 5 * time.Second
 
 // routingStopWait bounds the wait for the routing watch once hapsuper stops.
 const routingStopWait = 500 * time.Millisecond
