@@ -13,6 +13,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // hapPod is a pod whose container is hapsuper supervising HAProxy 2.6, run
@@ -54,7 +55,27 @@ frontend web
 // the pod is not Ready yet (see ready).
 func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 	t.Helper()
-	pod := e.h.AddPod(t, node, name, map[string]string{"app": app})
+	return e.startPodWith(t, node, name, app, podOptions{})
+}
+
+// podOptions vary startPod's pod: the routing mode (default kube-proxy) and
+// edits of the Pod object.
+type podOptions struct {
+	routing string
+	edit    func(*corev1.Pod)
+}
+
+// startPodWith is startPod with options.
+func (e *drainEnv) startPodWith(t *testing.T, node int, name, app string, o podOptions) *hapPod {
+	t.Helper()
+	if o.routing == "" {
+		o.routing = "kube-proxy"
+	}
+	var edits []func(*corev1.Pod)
+	if o.edit != nil {
+		edits = append(edits, o.edit)
+	}
+	pod := e.h.AddPod(t, node, name, map[string]string{"app": app}, edits...)
 	dir := filepath.Join(e.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -65,7 +86,7 @@ func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 	}
 	p := &hapPod{Pod: pod, e: e, log: new(k8sdrain.Log), done: make(chan struct{})}
 	p.cmd = pod.Command(context.Background(), e.bin,
-		"--routing", "kube-proxy", "--kubeconfig", e.kubeconfig,
+		"--routing", o.routing, "--kubeconfig", e.kubeconfig,
 		"--grace-period", drainGrace.String(), "--quiet-period", drainQuiet.String(),
 		"--log-format", "json",
 		"--master-socket", filepath.Join(dir, "master.sock"),

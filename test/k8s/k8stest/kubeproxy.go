@@ -64,14 +64,15 @@ nftables:
 }
 
 // Start starts kube-proxy; after Stop it starts a new one (appending to the
-// same log). It does not wait for it to be healthy.
-func (k *KubeProxy) Start() error {
+// same log). It does not wait for it to be healthy. env, if any, is added
+// to its environment (PATH=<dir>:… to put a wrapper before a tool).
+func (k *KubeProxy) Start(env ...string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.proc != nil && k.proc.Err() == nil {
 		return fmt.Errorf("start kube-proxy on %s: already running", k.node.Name)
 	}
-	p, err := startProcess("kube-proxy "+k.node.Name, k.log, k.argv)
+	p, err := startProcessEnv("kube-proxy "+k.node.Name, k.log, k.argv, env)
 	if err != nil {
 		return err
 	}

@@ -50,8 +50,9 @@ type server struct {
 // AddPod creates a pod on node (counting from 1): its network namespace,
 // with an address from the node's range, and its Pod object (spec.nodeName
 // set, not ready). Make it ready with SetPodReady. The namespace goes at the
-// harness's cleanup.
-func (h *Harness) AddPod(t testing.TB, node int, name string, labels map[string]string) *Pod {
+// harness's cleanup. edit, if any, changes the Pod object before it is
+// created (hostNetwork, readiness gates, ports).
+func (h *Harness) AddPod(t testing.TB, node int, name string, labels map[string]string, edit ...func(*corev1.Pod)) *Pod {
 	t.Helper()
 	n := h.Node(node)
 	h.mu.Lock()
@@ -84,6 +85,9 @@ func (h *Harness) AddPod(t testing.TB, node int, name string, labels map[string]
 			TerminationGracePeriodSeconds: ptr.To[int64](60),
 			Containers:                    []corev1.Container{{Name: "app", Image: "hapsuper.invalid/none"}},
 		},
+	}
+	for _, e := range edit {
+		e(obj)
 	}
 	if _, err := h.Client.CoreV1().Pods(PodNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("k8stest: create Pod %s: %v", name, err)

@@ -30,6 +30,12 @@ type Process struct {
 
 // startProcess starts argv with its output appended to logPath.
 func startProcess(name, logPath string, argv []string) (*Process, error) {
+	return startProcessEnv(name, logPath, argv, nil)
+}
+
+// startProcessEnv is startProcess with variables added to the test's
+// environment (later ones win).
+func startProcessEnv(name, logPath string, argv, env []string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", name, err)
@@ -37,6 +43,9 @@ func startProcess(name, logPath string, argv []string) (*Process, error) {
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s (%s): %w", name, argv[0], err)

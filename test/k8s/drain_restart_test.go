@@ -1,0 +1,81 @@
+package k8s_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// kube-proxy on node2 is stopped at the delete of web-a (its rules stay,
+// still picking web-a) and started again 3 s later. The new kube-proxy
+// stamps lastUpdated when its sync loop starts, before its first sync, while
+// node2's stale rules still send new connections to web-a. hapsuper saw
+// node2's healthz refuse in between: the stamp is not a sync, and no request
+// sent after hapsuper's withdrawn verdict may reach web-a. Nothing fails.
+//
+// In this small cluster the first sync follows the stamp within tens of
+// milliseconds, so the restarted kube-proxy's rule transactions (nft -f -)
+// are slowed by 1 s through a wrapper, as a cluster whose full sync takes a
+// second would: hapsuper's polls, 500 ms apart, then see the stamp.
+func TestDrain_KubeProxyRestart(t *testing.T) {
+	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
+	slow := slowNFT(t, time.Second)
+	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	time.Sleep(500 * time.Millisecond)
+
+	kp := e.h.KubeProxy(2)
+	if err := kp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	a.terminate(t)
+	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
+	if a.exited() {
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.log.Tail(20))
+	}
+	if err := kp.Start("PATH=" + slow + ":" + os.Getenv("PATH")); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	r := a.afterStop(t, tr, true)
+
+	stale := tr.where(func(o k8sdrain.Outcome) bool {
+		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(a.deletedAt) && o.Sent.Before(started)
+	})
+	t.Logf("kube-proxy started +%v; withdrawn +%v; node2 sent %d requests to web-a while its kube-proxy was down",
+		started.Sub(a.deletedAt).Round(time.Millisecond), r.withdrawn.Sub(a.deletedAt).Round(time.Millisecond), len(stale))
+	if len(stale) == 0 {
+		t.Errorf("node2's stale rules sent nothing to web-a while kube-proxy was down: the scenario did not test the restart")
+	}
+	if !r.withdrawn.IsZero() && r.withdrawn.Before(started) {
+		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.withdrawn.Sub(a.deletedAt))
+	}
+	checkNoFailures(t, tr, time.Time{})
+	checkReason(t, r, "routed-away")
+	if strings.Contains(r.detail, "node2: ") {
+		t.Errorf("drain detail %q names node2", r.detail)
+	}
+	checkNoDNATAfterWithdrawn(t, tr, r)
+}
+
+// slowNFT writes a directory holding an nft that delays every rule
+// transaction (nft -f -) by d before running the real one.
+func slowNFT(t *testing.T, d time.Duration) string {
+	t.Helper()
+	real, err := exec.LookPath("nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = -f ] && [ \"$2\" = - ]; then sleep %.3f; fi\nexec %s \"$@\"\n", d.Seconds(), real)
+	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
