@@ -53,9 +53,10 @@ type Config struct {
 	// us plus how long one of its syncs takes. A sync that completed at least
 	// this long after we received the change started after kube-proxy had
 	// it. Measured: handler skew -3…+2 ms, nftables syncs 15–40 ms (small
-	// cluster, 2 cores). Default 250 ms; raise it to kube-proxy's p99
-	// sync_proxy_rules_duration_seconds where syncs are slower (iptables mode
-	// with thousands of Services). A larger value only delays confirmation.
+	// cluster, 2 cores). Default 250 ms (--kube-proxy-sync-allowance); raise
+	// it to kube-proxy's p99 kubeproxy_sync_proxy_rules_duration_seconds plus
+	// the apiserver watch lag where syncs are slower (iptables mode with
+	// thousands of Services). A larger value only delays confirmation.
 	SyncAllowance time.Duration
 
 	// WatchLag is how much earlier than us kube-proxy may receive a change. A

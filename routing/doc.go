@@ -7,21 +7,31 @@
 //
 // For the pod's whole life it watches the EndpointSlices and Services of the
 // pod's namespace (informers whose transform keeps only what the verdict
-// reads) and the pod itself (for deletionGracePeriodSeconds). Slices labelled
-// service.kubernetes.io/service-proxy-name (another proxy programs them) or
-// service.kubernetes.io/headless, headless and ExternalName Services, and FQDN
-// slices are ignored: kube-proxy programs none of them. This pod's endpoint is
-// the one whose address is a pod IP and whose targetRef, when set, names this
-// pod.
+// reads) and the pod itself (deletionGracePeriodSeconds, hostNetwork,
+// hostPorts, readiness gates). This pod's endpoint is the one whose address
+// is a pod IP and whose targetRef, when set, names this pod.
+//
+// Paths kube-proxy does not carry cannot be observed, and the verdict is
+// then never withdrawn, only unverified, naming them (unobserved.go): the
+// pod's hostNetwork and hostPorts, readiness gates of load balancer
+// controllers, Services annotated for IP targets, and Services kube-proxy
+// does not program whose slices listed the pod (headless ones, labelled
+// service.kubernetes.io/headless, and those labelled
+// service.kubernetes.io/service-proxy-name). Until the pod is read, its own
+// paths are unknown: unverified. Config.LoadBalancerDelay holds the verdict
+// pending that long after the withdrawal, for load balancers that keep
+// sending after deregistration (field reports: AWS NLB 30 s to ~2 min).
 //
 // A path is one Service and one address family whose slices list the pod.
 // In the API a path is withdrawn when, as kube-proxy 1.37 reads the slices
-// (pkg/proxy/topology.go):
+// (pkg/proxy/topology.go, endpointslicecache.go):
 //   - the pod's endpoint is not ready (a ready one is routed to; with
 //     publishNotReadyAddresses it stays ready until removed); and
 //   - it is not serving-terminating, or another endpoint of the family is
-//     ready (kube-proxy falls back to serving-terminating endpoints when none
-//     is ready); and, with externalTrafficPolicy Local (NodePort,
+//     ready for every Service port the pod is listed for (kube-proxy picks
+//     endpoints per port, by the slice port's name and protocol, and falls
+//     back to serving-terminating endpoints when none is ready); and, with
+//     externalTrafficPolicy Local (NodePort,
 //     LoadBalancer, external IPs) or internalTrafficPolicy Local, another
 //     ready endpoint is on this pod's node (the per-node fallback);
 //   - or the endpoint left the slices, or the Service was deleted.
@@ -65,8 +75,12 @@
 //     or an answer slower than 250 ms: held in a frozen kube-proxy's
 //     backlog) did not read its watch either, and its first sync after it
 //     resumes may lack the change (measured through real kube-proxy: that
-//     node kept routing to the pod ~1 s after such a sync). So R is taken
-//     as the later of the change's receipt and the node's last stall.
+//     node kept routing to the pod ~1 s after such a sync). So a sync that
+//     may have completed after such a request was sent (its latest bound
+//     after the sending) is judged with R the later of the change's receipt
+//     and the stall's end; a sync provably completed before it is not: a
+//     slow answer (hapsuper's own CPU throttling) must not make a sync that
+//     held the change read "no sync since the change".
 //  2. Cmin < R − Lag: pending, "no sync since the change". A partitioned
 //     kube-proxy answers healthy:true with a frozen lastUpdated for as long
 //     as the partition lasts: it stays here until the drain's bound.
@@ -89,6 +103,23 @@
 //     wait is measured in the node's clock and needs no round-trip margin.
 //     A plain delete is confirmed here, about 1.55 s after R.
 //
+// kube-proxy restart: a new kube-proxy stamps lastUpdated when its sync loop
+// starts, before its first sync (pkg/proxy/*/proxier.go SyncLoop), while the
+// old instance's rules still pick the pod. After a poll that failed (refused,
+// timed out, not healthz), a lastUpdated other than the one seen before the
+// failure is such a stamp until proven otherwise: pending until a later one
+// (measured through real kube-proxy restarted 3 s after the delete, its first
+// sync slowed by 1 s: the stamp-only rule let 19 new connections reach the
+// pod). A node that restarted and synced between two polls is then held
+// until its next sync, the bound at worst.
+//
+// Clock steps: polls of one sync place its completion in intervals that
+// must intersect. When they miss each other by more than 50 ms (beyond
+// clock slewing, below NTP's 128 ms step threshold) the node's clock was
+// stepped, and a backward step makes an old sync look recent: that sync is
+// no longer trusted, and only a newer one, stamped and aged in the stepped
+// clock, can confirm. Smaller misses widen the interval instead.
+//
 // A per-family healthy:false (a change waited past kube-proxy's healthz
 // timeout) is pending. A node whose healthz port refuses or cannot be
 // reached, answers something other than kube-proxy healthz, or lacks the
@@ -101,9 +132,11 @@
 // What this must never do: count as confirmed a node that still routes new
 // connections to the pod. What the rule rests on and cannot check: the
 // cluster's minSyncPeriod is at most MinSyncPeriod; a sync and kube-proxy's
-// lag behind our watch fit in D (raise it for slow iptables syncs, and for
-// API servers whose watch caches lag one another); node clocks are not
-// stepped during a drain; a failed sync retried later does not update
+// lag behind our watch fit in D (--kube-proxy-sync-allowance: raise it for
+// slow iptables syncs, and for API servers whose watch caches lag one
+// another); node clocks are not stepped by less than 50 ms during a drain
+// (larger steps are detected between polls of one sync, not across syncs); a
+// kube-proxy restart shows as a failed poll; a failed sync retried later does not update
 // lastUpdated, so a sync failing repeatedly after an ambiguous one goes
 // unseen until healthz turns unhealthy. A partition that began less than Lag
 // before the change looks like a lagging watcher and is confirmed by rule 3;

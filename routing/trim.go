@@ -1,6 +1,9 @@
 package routing
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -99,11 +102,15 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 
 // slice keeps the slice's name, the labels and address type proxiedSlice
 // reads, and, if kube-proxy programs it, the endpoints its verdict reads.
-// Ports are never read.
+// Of the ports it keeps what slicePorts reads, shared among the slices
+// that have the same.
 func (t trimmer) slice(s *discovery.EndpointSlice) *discovery.EndpointSlice {
 	out := &discovery.EndpointSlice{
 		ObjectMeta:  trimMeta(s.ObjectMeta),
 		AddressType: discovery.AddressType(sharedString(string(s.AddressType))),
+	}
+	if proxiedSlice(out) {
+		out.Ports = sharedPorts(s.Ports)
 	}
 	if !proxiedSlice(out) {
 		// sliceEvent does not keep it, but asks whether it lists this pod:
@@ -226,6 +233,8 @@ type pool[V any] struct {
 var (
 	// sharedNames holds namespaces, node names, targetRef kinds, address types.
 	sharedNames = pool[*string]{fresh: func(s string) *string { return &s }}
+	// sharedPortLists holds the trimmed port lists of slices.
+	sharedPortLists = pool[[]discovery.EndpointPort]{fresh: decodePorts}
 	// sharedLabels holds the trimmed labels of a Service's slices.
 	sharedLabels = pool[map[string]string]{fresh: func(svc string) map[string]string {
 		return map[string]string{labelServiceName: svc}
@@ -256,3 +265,36 @@ func sharedName(p *string) *string {
 
 // sharedString is s in a shared copy.
 func sharedString(s string) string { return *sharedNames.get(s) }
+
+// sharedPorts keeps the ports slicePorts reads (named, numbered), with
+// name, protocol and number, in a list shared by every slice with the same.
+func sharedPorts(ports []discovery.EndpointPort) []discovery.EndpointPort {
+	var b strings.Builder
+	for _, p := range ports {
+		if p.Name == nil || p.Port == nil || *p.Port == 0 {
+			continue
+		}
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		fmt.Fprintf(&b, "%s\x00%s\x00%d\x00", *p.Name, proto, *p.Port)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return sharedPortLists.get(b.String())
+}
+
+// decodePorts builds the port list sharedPorts encoded as key.
+func decodePorts(key string) []discovery.EndpointPort {
+	f := strings.Split(strings.TrimSuffix(key, "\x00"), "\x00")
+	out := make([]discovery.EndpointPort, 0, len(f)/3)
+	for i := 0; i+2 < len(f); i += 3 {
+		name, proto := f[i], corev1.Protocol(f[i+1])
+		n, _ := strconv.ParseInt(f[i+2], 10, 32)
+		port := int32(n)
+		out = append(out, discovery.EndpointPort{Name: &name, Protocol: &proto, Port: &port})
+	}
+	return out
+}

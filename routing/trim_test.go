@@ -179,6 +179,18 @@ func TestTrimKeepsVerdicts(t *testing.T) {
 	nodes := []*string{nil, new("n1"), new("n2")}
 	services := []*corev1.Service{nil, service("web"), service("web", loadBalancerLocal), service("web", internalLocal),
 		service("web", func(s *corev1.Service) { s.Spec.PublishNotReadyAddresses = true })}
+	port := func(name string, proto corev1.Protocol, n int32) discovery.EndpointPort {
+		return discovery.EndpointPort{Name: &name, Protocol: &proto, Port: &n}
+	}
+	noName := discovery.EndpointPort{Port: new(int32(80))}
+	portSets := [][]discovery.EndpointPort{nil,
+		{port("http", corev1.ProtocolTCP, 80)},
+		{port("http", corev1.ProtocolTCP, 8080)}, // the same Service port, another target
+		{port("http", corev1.ProtocolTCP, 80), port("admin", corev1.ProtocolTCP, 9000)},
+		{port("admin", corev1.ProtocolTCP, 9000)},
+		{port("http", corev1.ProtocolUDP, 80)},
+		{port("http", corev1.ProtocolTCP, 0), noName}, // none kube-proxy reads
+	}
 	endpoint := func() discovery.Endpoint {
 		e := discovery.Endpoint{
 			Conditions: discovery.EndpointConditions{Ready: bools[pick(3)], Serving: bools[pick(3)], Terminating: bools[pick(3)]},
@@ -198,7 +210,9 @@ func TestTrimKeepsVerdicts(t *testing.T) {
 			for range pick(5) {
 				eps = append(eps, endpoint())
 			}
-			raw = append(raw, slice(fmt.Sprint("web-", j), "web", fam, eps...))
+			sl := slice(fmt.Sprint("web-", j), "web", fam, eps...)
+			sl.Ports = portSets[pick(len(portSets))]
+			raw = append(raw, sl)
 		}
 		svc := services[pick(len(services))]
 		want := judgeService(svc, raw, aware.match, me.NodeName)

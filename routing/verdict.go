@@ -3,6 +3,8 @@ package routing
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -110,40 +112,119 @@ func localPolicy(svc *corev1.Service) (bool, string) {
 	return false, ""
 }
 
+// portKey is a Service port as kube-proxy groups endpoints: by the slice
+// port's name and protocol (pkg/proxy/endpointslicecache.go). A slice
+// without valid ports counts as one unnamed port, so that a pod listed only
+// there is still judged.
+type portKey struct {
+	name     string
+	protocol corev1.Protocol
+}
+
+func (k portKey) String() string {
+	if k.name == "" {
+		return string(k.protocol)
+	}
+	return k.name + "/" + string(k.protocol)
+}
+
+// slicePorts are the ports kube-proxy takes from a slice: named, with a
+// non-zero number.
+func slicePorts(s *discovery.EndpointSlice) []portKey {
+	var out []portKey
+	for _, p := range s.Ports {
+		if p.Name == nil || p.Port == nil || *p.Port == 0 {
+			continue
+		}
+		k := portKey{name: *p.Name, protocol: corev1.ProtocolTCP}
+		if p.Protocol != nil {
+			k.protocol = *p.Protocol
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		out = append(out, portKey{})
+	}
+	return out
+}
+
 // judgeService gives the verdict of every family in which the Service's
 // slices list this pod. svc nil means the Service is not (yet) seen; the
 // caller skips Services kube-proxy does not program. slices are the
 // Service's proxied slices.
+//
+// kube-proxy picks endpoints per Service port: a ready peer whose slice
+// lacks the port (a named targetPort the peer does not have) is no other
+// endpoint for it. A family is withdrawn when every port the pod is listed
+// for is.
 func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matcher, node string) map[discovery.AddressType]pathVerdict {
-	type family struct{ mine, others []discovery.Endpoint }
-	fams := map[discovery.AddressType]*family{}
+	type group struct {
+		fam         discovery.AddressType
+		port        portKey
+		mine, other []discovery.Endpoint
+	}
+	groups := map[discovery.AddressType]map[portKey]*group{}
 	for _, s := range slices {
-		f := fams[s.AddressType]
-		if f == nil {
-			f = &family{}
-			fams[s.AddressType] = f
+		byPort := groups[s.AddressType]
+		if byPort == nil {
+			byPort = map[portKey]*group{}
+			groups[s.AddressType] = byPort
 		}
+		ports := slicePorts(s)
 		for _, ep := range s.Endpoints {
-			switch m.kind(ep) {
-			case thisPod:
-				f.mine = append(f.mine, ep)
-			case otherPod:
-				f.others = append(f.others, ep)
+			kind := m.kind(ep)
+			if kind == sameAddress {
+				continue
+			}
+			for _, pk := range ports {
+				g := byPort[pk]
+				if g == nil {
+					g = &group{fam: s.AddressType, port: pk}
+					byPort[pk] = g
+				}
+				if kind == thisPod {
+					g.mine = append(g.mine, ep)
+				} else {
+					g.other = append(g.other, ep)
+				}
 			}
 		}
 	}
 	out := map[discovery.AddressType]pathVerdict{}
-	for fam, f := range fams {
-		if len(f.mine) == 0 {
+	for fam, byPort := range groups {
+		var listed []*group
+		for _, g := range byPort {
+			if len(g.mine) > 0 {
+				listed = append(listed, g)
+			}
+		}
+		if len(listed) == 0 {
 			continue
 		}
 		if svc == nil {
 			out[fam] = pathVerdict{why: "Service not seen"}
 			continue
 		}
-		out[fam] = judgeFamily(svc, fam, f.mine, f.others, node)
+		// The first port still routed here decides, in a stable order.
+		sortGroups(listed, func(g *group) string { return g.port.String() })
+		var v pathVerdict
+		for _, g := range listed {
+			v = judgeFamily(svc, fam, g.mine, g.other, node)
+			if !v.withdrawn {
+				if len(listed) > 1 || g.port.name != "" {
+					v.why = "port " + g.port.String() + ": " + v.why
+				}
+				break
+			}
+		}
+		out[fam] = v
 	}
 	return out
+}
+
+// sortGroups orders groups by key.
+func sortGroups[G any](gs []G, key func(G) string) {
+	slices.SortFunc(gs, func(a, b G) int { return strings.Compare(key(a), key(b)) })
 }
 
 // judgeFamily is the withdrawal rule for one Service and one family, given

@@ -21,6 +21,19 @@ func TestJudgeService(t *testing.T) {
 		slices []*discovery.EndpointSlice
 		want   map[discovery.AddressType]want // families listing the pod
 	}{
+		{"a ready peer without the pod's port is no other endpoint for it", service("web"),
+			[]*discovery.EndpointSlice{
+				withPorts(v4("a", "web", mine(servingTermC)), "http", "admin"),
+				withPorts(v4("b", "web", peer("n2", readyC)), "http"),
+			},
+			map[discovery.AddressType]want{"IPv4": {false, "port admin/TCP: serving-terminating with no other ready IPv4 endpoint"}}},
+		{"a ready peer on every port of the pod", service("web"),
+			[]*discovery.EndpointSlice{
+				withPorts(v4("a", "web", mine(servingTermC)), "http", "admin"),
+				withPorts(v4("b", "web", peer("n2", readyC)), "http"),
+				withPorts(v4("c", "web", ep("10.0.2.2", "n3", "web-2", readyC)), "admin"),
+			},
+			map[discovery.AddressType]want{"IPv4": {true, "other endpoints ready"}}},
 		{"ready endpoint is routed to", service("web"),
 			[]*discovery.EndpointSlice{v4("a", "web", mine(readyC), peer("n2", readyC))},
 			map[discovery.AddressType]want{"IPv4": {false, "endpoint ready"}}},
@@ -94,4 +107,13 @@ func TestJudgeService(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withPorts gives a slice TCP ports of the given names (numbers from 8080).
+func withPorts(s *discovery.EndpointSlice, names ...string) *discovery.EndpointSlice {
+	for i, name := range names {
+		n, proto := int32(8080+i), corev1.ProtocolTCP
+		s.Ports = append(s.Ports, discovery.EndpointPort{Name: &name, Protocol: &proto, Port: &n})
+	}
+	return s
 }

@@ -21,12 +21,12 @@ import (
 // sent after hapsuper's withdrawn verdict may reach web-a. Nothing fails.
 //
 // In this small cluster the first sync follows the stamp within tens of
-// milliseconds, so the restarted kube-proxy's rule transactions (nft -f -)
-// are slowed by 1 s through a wrapper, as a cluster whose full sync takes a
-// second would: hapsuper's polls, 500 ms apart, then see the stamp.
+// milliseconds, so the restarted kube-proxy's first rule transaction
+// (nft -f -) is slowed by 1 s through a wrapper, as in a cluster whose full
+// sync takes a second: hapsuper's polls, 500 ms apart, then see the stamp.
 func TestDrain_KubeProxyRestart(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	slow := slowNFT(t, time.Second)
+	slow := newSlowFirstSync(t, time.Second)
 	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 
@@ -39,9 +39,7 @@ func TestDrain_KubeProxyRestart(t *testing.T) {
 	if a.exited() {
 		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.log.Tail(20))
 	}
-	if err := kp.Start("PATH=" + slow + ":" + os.Getenv("PATH")); err != nil {
-		t.Fatal(err)
-	}
+	slow.start(t, kp)
 	started := time.Now()
 	r := a.afterStop(t, tr, true)
 
@@ -64,18 +62,36 @@ func TestDrain_KubeProxyRestart(t *testing.T) {
 	checkNoDNATAfterWithdrawn(t, tr, r)
 }
 
-// slowNFT writes a directory holding an nft that delays every rule
-// transaction (nft -f -) by d before running the real one.
-func slowNFT(t *testing.T, d time.Duration) string {
+// slowFirstSync is a directory holding an nft that delays the first rule
+// transaction (nft -f -) after each reset by d, then runs the real nft:
+// kube-proxy's first sync after a start takes that much longer, as in a
+// cluster whose full sync is slow. Later syncs run at full speed.
+type slowFirstSync string
+
+func newSlowFirstSync(t *testing.T, d time.Duration) slowFirstSync {
 	t.Helper()
 	real, err := exec.LookPath("nft")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = -f ] && [ \"$2\" = - ]; then sleep %.3f; fi\nexec %s \"$@\"\n", d.Seconds(), real)
+	mark := filepath.Join(dir, "synced")
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = -f ] && [ \"$2\" = - ] && [ ! -e %s ]; then : > %s; sleep %.3f; fi\nexec %s \"$@\"\n",
+		mark, mark, d.Seconds(), real)
 	if err := os.WriteFile(filepath.Join(dir, "nft"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	return slowFirstSync(dir)
+}
+
+// start starts kp with the wrapper first in its PATH, its first sync to be
+// slowed.
+func (s slowFirstSync) start(t *testing.T, kp *k8stest.KubeProxy) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(string(s), "synced")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := kp.Start("PATH=" + string(s) + ":" + os.Getenv("PATH")); err != nil {
+		t.Fatal(err)
+	}
 }
