@@ -1,0 +1,79 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Service web has two ports with named targetPorts: http (80) and admin
+// (81). web-a names both container ports, web-b only http, so the
+// EndpointSlice controller lists web-b under http alone. When web-a is
+// deleted, web-b is a ready endpoint for http but not for admin:
+// kube-proxy falls back to web-a's serving-terminating endpoint for admin
+// and keeps sending admin connections to it. hapsuper must not call web-a
+// withdrawn: the drain holds until the bound, naming the admin port, and
+// nothing sent before it ended fails.
+func TestDrain_PortWithoutPeer(t *testing.T) {
+	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	svc, err := e.h.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
+				{Name: "admin", Port: 81, TargetPort: intstr.FromString("admin")},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Service web: %v", err)
+	}
+	ip := netip.MustParseAddr(svc.Spec.ClusterIP)
+	httpURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(ip, 80))
+	adminURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(ip, 81))
+	ports := func(names ...string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			for _, n := range names {
+				p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: n, ContainerPort: 8080})
+			}
+		}
+	}
+	a := e.startPodWith(t, 1, "web-a", "web", podOptions{edit: ports("http", "admin")})
+	b := e.startPodWith(t, 2, "web-b", "web", podOptions{edit: ports("http")})
+	a.ready(t)
+	b.ready(t)
+	e.waitRouted(t, httpURL, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
+	e.waitRouted(t, adminURL, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
+
+	httpTr := startTraffic(t, httpURL, e.h.Nodes(), 20*time.Millisecond, nil)
+	adminTr := startTraffic(t, adminURL, e.h.Nodes(), 20*time.Millisecond, nil)
+	time.Sleep(500 * time.Millisecond)
+	a.terminate(t)
+	r := a.afterStop(t, httpTr, true)
+	adminTr.stop()
+	t.Logf("admin clients: %s", adminTr.summary())
+
+	checkNoFailures(t, httpTr, r.ended)
+	checkNoFailures(t, adminTr, r.ended)
+	checkBound(t, r)
+	if !strings.Contains(r.detail, "port admin/TCP") {
+		t.Errorf("drain detail %q: want the admin port named", r.detail)
+	}
+	served := adminTr.where(func(o k8sdrain.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
+	if len(served) == 0 {
+		t.Errorf("web-a answered no admin request in the second half of its drain: kube-proxy's per-port fallback was not exercised")
+	}
+}
