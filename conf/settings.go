@@ -20,6 +20,9 @@ var DefaultHAProxy = []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.c
 type Settings struct {
 	GracePeriod     time.Duration // the pod's terminationGracePeriodSeconds
 	QuietPeriod     time.Duration // no new traffic for this long ends the drain
+	// WithdrawnQuietPeriod is the quiet period once routing is observed
+	// withdrawn, on new connections only; QuietPeriod unless set.
+	WithdrawnQuietPeriod time.Duration
 	MaxWait         time.Duration // the drain's bound; less than GracePeriod − Margin
 	Margin          time.Duration // safety margin before the kubelet's SIGKILL
 	PollInterval    time.Duration // how often HAProxy's counters are read
@@ -81,6 +84,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Var(durationValue{&s.GracePeriod}, "grace-period", "the pod's terminationGracePeriodSeconds; must match the pod spec")
 	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long ends the drain")
+	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long ends the drain (default: quiet-period)")
 	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop (default: two thirds of grace-period − margin)")
 	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
 	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read (at least 10ms)")
@@ -112,7 +116,7 @@ func Usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hapsuper run [flags] [-- haproxy args...]")
 	fs.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
-		if f.Name == "max-wait" {
+		if f.Name == "max-wait" || f.Name == "withdrawn-quiet-period" {
 			def = "derived"
 		}
 		fmt.Fprintf(w, "  --%s (%s, default %q)\n        %s\n", f.Name, EnvName(f.Name), def, f.Usage)
@@ -164,6 +168,9 @@ func Parse(args []string, getenv func(string) string) (Settings, error) {
 	}
 	if !src.set("max-wait") {
 		s.MaxWait = derivedMaxWait(s.GracePeriod, s.Margin)
+	}
+	if !src.set("withdrawn-quiet-period") {
+		s.WithdrawnQuietPeriod = s.QuietPeriod
 	}
 	if err := validate(s, src); err != nil {
 		return Settings{}, err
@@ -223,6 +230,8 @@ func (src source) label(name string, v any) string {
 		return fmt.Sprintf("%s=%v", EnvName(name), v)
 	case name == "max-wait":
 		return fmt.Sprintf("--max-wait %v (default: two thirds of --grace-period − --margin)", v)
+	case name == "withdrawn-quiet-period":
+		return fmt.Sprintf("--withdrawn-quiet-period %v (default: --quiet-period)", v)
 	}
 	return fmt.Sprintf("--%s %v (default)", name, v)
 }
@@ -248,6 +257,7 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("margin", s.Margin.String()),
 		slog.String("max-wait", s.MaxWait.String()),
 		slog.String("quiet-period", s.QuietPeriod.String()),
+		slog.String("withdrawn-quiet-period", s.WithdrawnQuietPeriod.String()),
 		slog.String("poll-interval", s.PollInterval.String()),
 		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
 		slog.String("master-socket", s.MasterSocket),

@@ -41,12 +41,14 @@ type Worker struct {
 
 // Settings are the timings the drain runs with, echoed for the reader.
 type Settings struct {
-	GracePeriod  Duration `json:"gracePeriod"`
-	QuietPeriod  Duration `json:"quietPeriod"`
-	MaxWait      Duration `json:"maxWait"`
-	Margin       Duration `json:"margin"`
-	PollInterval Duration `json:"pollInterval"`
-	Routing      string   `json:"routing"`
+	GracePeriod Duration `json:"gracePeriod"`
+	QuietPeriod Duration `json:"quietPeriod"`
+	// WithdrawnQuietPeriod: quiet on new connections once routing is withdrawn.
+	WithdrawnQuietPeriod Duration `json:"withdrawnQuietPeriod"`
+	MaxWait              Duration `json:"maxWait"`
+	Margin               Duration `json:"margin"`
+	PollInterval         Duration `json:"pollInterval"`
+	Routing              string   `json:"routing"`
 }
 
 // Duration marshals as a Go duration string ("2s").

@@ -21,6 +21,7 @@ type loop struct {
 	drain    *drain.Drain
 	board    *status.Board
 	settings conf.Settings
+	graceful map[string]bool // frontends whose soft stop is graceful, for the poller
 	master   int
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
