@@ -253,7 +253,7 @@ func (l *loop) publish() {
 		snap.ObservedAt = o.obs.At
 	}
 	for _, w := range st.Workers {
-		snap.Workers = append(snap.Workers, status.Worker{PID: w.PID, Old: w.Old, Sessions: w.Sessions, Requests: w.Requests})
+		snap.Workers = append(snap.Workers, status.Worker{PID: w.PID, Old: w.Old, Sessions: w.Sessions, Requests: w.Requests, Connections: w.Connections})
 	}
 	l.board.Publish(snap)
 }

@@ -54,13 +54,20 @@ frontend web
 // the pod is not Ready yet (see ready).
 func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 	t.Helper()
+	return e.startPodCfg(t, node, name, app, haproxyCfg)
+}
+
+// startPodCfg is startPod with another HAProxy configuration: a template
+// taking the pod's address and name, as haproxyCfg does.
+func (e *drainEnv) startPodCfg(t *testing.T, node int, name, app, cfgTemplate string) *hapPod {
+	t.Helper()
 	pod := e.h.AddPod(t, node, name, map[string]string{"app": app})
 	dir := filepath.Join(e.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyCfg, pod.IP, name), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, cfgTemplate, pod.IP, name), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := &hapPod{Pod: pod, e: e, log: new(k8sdrain.Log), done: make(chan struct{})}
