@@ -18,25 +18,25 @@ var DefaultHAProxy = []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.c
 
 // Settings is everything `hapsuper run` needs, validated by Parse.
 type Settings struct {
-	GracePeriod     time.Duration // the pod's terminationGracePeriodSeconds
-	QuietPeriod     time.Duration // no new traffic for this long ends the drain
+	GracePeriod time.Duration // the pod's terminationGracePeriodSeconds
+	QuietPeriod time.Duration // no new traffic for this long ends the drain
 	// WithdrawnQuietPeriod is the quiet period once routing is observed
 	// withdrawn, on new connections only; QuietPeriod unless set.
 	WithdrawnQuietPeriod time.Duration
-	MaxWait         time.Duration // the drain's bound; less than GracePeriod − Margin
-	Margin          time.Duration // safety margin before the kubelet's SIGKILL
-	PollInterval    time.Duration // how often HAProxy's counters are read
-	IgnoreFrontends []string      // frontends whose traffic is not counted
-	MasterSocket    string        // the -S address HAProxy listens on (the user's own -S reused)
-	StatusSocket    string        // hapsuper's status socket
-	OverrideFile    string        // the -f file hapsuper writes, passed last
-	StopSignals     []syscall.Signal
-	LogFormat       string // "text" or "json"
-	LogLevel        slog.Level
-	HAProxy         []string // the user's argv after "--" (or DefaultHAProxy), binary first
-	Routing         string   // RoutingAuto, RoutingOff, RoutingEndpointSlices or RoutingKubeProxy
-	Kubeconfig      string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
-	MetricsAddr     string   // Prometheus endpoint address; empty: off
+	MaxWait              time.Duration // the drain's bound; less than GracePeriod − Margin
+	Margin               time.Duration // safety margin before the kubelet's SIGKILL
+	PollInterval         time.Duration // how often HAProxy's counters are read
+	IgnoreFrontends      []string      // frontends whose traffic is not counted
+	MasterSocket         string        // the -S address HAProxy listens on (the user's own -S reused)
+	StatusSocket         string        // hapsuper's status socket
+	OverrideFile         string        // the -f file hapsuper writes, passed last
+	StopSignals          []syscall.Signal
+	LogFormat            string // "text" or "json"
+	LogLevel             slog.Level
+	HAProxy              []string // the user's argv after "--" (or DefaultHAProxy), binary first
+	Routing              string   // RoutingAuto, RoutingOff, RoutingEndpointSlices or RoutingKubeProxy
+	Kubeconfig           string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
+	MetricsAddr          string   // Prometheus endpoint address; empty: off
 
 	KubeProxyHealthzPort   int           // kube-proxy's healthz port on every node
 	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
