@@ -8,7 +8,7 @@ import (
 )
 
 func TestClosest(t *testing.T) {
-	names := []string{"grace-period", "quiet-period", "kubeconfig", "kube-proxy-healthz-port", "json", "watch"}
+	names := []string{"demo", "grace-period", "quiet-period", "kubeconfig", "kube-proxy-healthz-port", "json", "watch"}
 	tests := []struct{ in, want string }{
 		{"quiet-perod", "quiet-period"},    // one letter dropped
 		{"quiet", "quiet-period"},          // shortened
