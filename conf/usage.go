@@ -100,9 +100,17 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	// The flag package's wording, stable since Go 1; a test fails if it changes.
-	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
-		err = fmt.Errorf("unknown flag --%s%s", name, suggestFlag(fs, name))
+	// The flag package's wording, stable since Go 1 (a test fails if it
+	// changes), with the flags named as the help names them.
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return &UsageError{fmt.Errorf("unknown flag --%s%s", name, suggestFlag(fs, name))}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return &UsageError{fmt.Errorf("flag --%s needs a value", name)}
+	}
+	if strings.HasPrefix(msg, "invalid value ") {
+		return &UsageError{errors.New(strings.Replace(msg, " for flag -", " for --", 1))}
 	}
 	return &UsageError{err}
 }

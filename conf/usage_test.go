@@ -41,7 +41,8 @@ func TestParseFlagsUnknownFlag(t *testing.T) {
 		{[]string{"--jsn"}, "unknown flag --jsn: did you mean --json?"},
 		{[]string{"-intervall=1s"}, "unknown flag --intervall: did you mean --interval?"},
 		{[]string{"--socket", "x"}, "unknown flag --socket"},
-		{[]string{"--interval"}, "flag needs an argument"},
+		{[]string{"--interval"}, "flag --interval needs a value"},
+		{[]string{"--interval", "soon"}, `invalid value "soon" for --interval: `},
 	}
 	for _, tt := range tests {
 		err := ParseFlags(fs, tt.args)

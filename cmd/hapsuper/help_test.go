@@ -118,7 +118,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--quiet-perod", "1s"}, []string{"unknown flag --quiet-perod: did you mean --quiet-period?", "'hapsuper run --help'"}},
 		{[]string{"run", "--quiet", "1s"}, []string{"did you mean --quiet-period?", "'hapsuper run --help'"}},
-		{[]string{"run", "--grace-period"}, []string{"needs an argument", "'hapsuper run --help'"}},
+		{[]string{"run", "--grace-period"}, []string{"flag --grace-period needs a value", "'hapsuper run --help'"}},
+		{[]string{"run", "--grace-period", "abc"}, []string{`invalid value "abc" for --grace-period: not a duration`, "'hapsuper run --help'"}},
 		{[]string{"demo", "--grace", "1s"}, []string{"did you mean --grace-period?", "'hapsuper demo --help'"}},
 		{[]string{"status", "--jsn"}, []string{"unknown flag --jsn: did you mean --json?", "'hapsuper status --help'"}},
 		{[]string{"status", "now"}, []string{`unexpected argument "now"`, "'hapsuper status --help'"}},
