@@ -88,14 +88,14 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.StringVar(&s.MasterSocket, "master-socket", s.MasterSocket, "HAProxy master CLI socket (-S); the HAProxy command's own -S wins")
 	fs.StringVar(&s.StatusSocket, "status-socket", s.StatusSocket, "hapsuper's status socket")
 	fs.StringVar(&s.OverrideFile, "override-file", s.OverrideFile, "configuration file hapsuper writes and passes to HAProxy as the last -f")
-	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain (the official image's STOPSIGNAL is SIGUSR1)")
+	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain")
 	fs.Var(choiceValue{&s.LogFormat, []string{"text", "json"}}, "log-format", "text or json")
 	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
 	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: off, endpointslices, kube-proxy, or auto (endpointslices with in-cluster credentials or a kubeconfig, else off)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
 	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
-	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint (/metrics, /healthz), such as :9101 (default: off)")
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	return fs
 }
 
