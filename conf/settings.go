@@ -114,15 +114,15 @@ func Parse(args []string, getenv func(string) string) (Settings, error) {
 	flagArgs, command, hasCommand := splitCommand(args)
 	s := defaults()
 	fs := newFlagSet(&s)
-	fromEnv, err := applyEnv(fs, getenv)
-	if err != nil {
-		return Settings{}, err
-	}
+	fromEnv, envErr := applyEnv(fs, getenv)
 	if err := ParseFlags(fs, flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return Settings{}, err
+			return Settings{}, err // help, even with a bad variable
 		}
 		return Settings{}, fmt.Errorf("parse run flags: %w", err)
+	}
+	if envErr != nil {
+		return Settings{}, envErr
 	}
 	if fs.NArg() > 0 {
 		return Settings{}, fmt.Errorf("parse run flags: %w", &UsageError{fmt.Errorf("unexpected argument %q: put HAProxy's command after --", fs.Arg(0))})

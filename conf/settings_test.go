@@ -189,9 +189,12 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseHelp(t *testing.T) {
+	badEnv := env(map[string]string{"HAPSUPER_GRACE_PERIOD": "thirty"}) // help must still print
 	for _, arg := range []string{"-h", "--help"} {
-		if _, err := Parse([]string{arg}, nil); !errors.Is(err, flag.ErrHelp) {
-			t.Errorf("Parse(%q) error = %v, want flag.ErrHelp", arg, err)
+		for _, getenv := range []func(string) string{nil, badEnv} {
+			if _, err := Parse([]string{arg}, getenv); !errors.Is(err, flag.ErrHelp) {
+				t.Errorf("Parse(%q) error = %v, want flag.ErrHelp", arg, err)
+			}
 		}
 	}
 }
