@@ -31,10 +31,15 @@ func demoArgs(dir string) []string {
 
 // demoAbout is the demo's help paragraph, with the flags it sets.
 func demoAbout() string {
-	return "Runs hapsuper on an embedded example: HAProxy answering on " + demoAddr + "\n" +
+	var b strings.Builder
+	b.WriteString("Runs hapsuper on an embedded example: HAProxy answering on " + demoAddr + "\n" +
 		"(probes on :8081, not counted), sockets in a temporary directory; Ctrl-C starts a drain.\n" +
-		"It takes run's flags. It sets these, and a flag you give wins:\n  " +
-		strings.Join(demoArgs("$TMPDIR"), " ")
+		"It takes run's flags. It sets these, and a flag you give wins:")
+	args := demoArgs("$TMPDIR")
+	for i := 0; i+1 < len(args); i += 2 {
+		b.WriteString("\n  " + args[i] + " " + args[i+1])
+	}
+	return b.String()
 }
 
 // demoCommand runs hapsuper on its embedded example: HAProxy answering on
