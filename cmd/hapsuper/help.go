@@ -44,7 +44,7 @@ func commands() []command {
 			summary: "show where the running hapsuper and its drain stand",
 			about: "Asks the running hapsuper over its status socket and prints the phase, the drain's\n" +
 				"times, conditions and reason, and HAProxy's workers. Exits 1 when no hapsuper answers.",
-			flags: func() []conf.Flag { return describeStatusFlags() },
+			flags: describeStatusFlags,
 			run:   statusCommand,
 		},
 		{

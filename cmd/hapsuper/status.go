@@ -38,6 +38,7 @@ func newStatusFlags(f *statusFlags) *flag.FlagSet {
 // statusSocketEnv sets both run's --status-socket and status's --socket.
 var statusSocketEnv = conf.EnvName("status-socket")
 
+// describeStatusFlags is the status command's flags as its help shows them.
 func describeStatusFlags() []conf.Flag {
 	return conf.Describe(newStatusFlags(&statusFlags{}), func(name string) string {
 		if name == "socket" {
