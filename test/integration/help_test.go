@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,10 @@ func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), helpTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hapsuperBin(t), args...)
+	// A run that started HAProxy is stopped at once (SIGINT is the hard stop),
+	// so no HAProxy outlives the test; SIGKILL if that fails.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = 3 * time.Second
 	cmd.Dir = t.TempDir()
 	var out, errb limitedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
