@@ -77,15 +77,15 @@ func defaults() Settings {
 	}
 }
 
-// newFlagSet binds the run command's flags to s. Its output is discarded:
-// Parse returns errors and Usage prints the help.
+// newFlagSet binds the run command's flags to s. Its usage strings are the
+// flags' help and the README's flag table (RunFlags).
 func newFlagSet(s *Settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("hapsuper run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var(durationValue{&s.GracePeriod}, "grace-period", "the pod's terminationGracePeriodSeconds; must match the pod spec")
 	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long ends the drain")
-	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long ends the drain (default: quiet-period)")
-	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop (default: two thirds of grace-period − margin)")
+	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long is quiet (at most quiet-period)")
+	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop; the soft stop keeps the rest of grace-period − margin")
 	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
 	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read (at least 10ms)")
 	fs.Var(listValue{&s.IgnoreFrontends}, "ignore-frontends", "comma separated frontends whose traffic does not count (probes, stats)")
@@ -95,7 +95,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain")
 	fs.Var(choiceValue{&s.LogFormat, []string{"text", "json"}}, "log-format", "text or json")
 	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
-	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: auto, off, endpointslices or kube-proxy")
+	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: off, endpointslices, kube-proxy, or auto (endpointslices with in-cluster credentials or a kubeconfig, else off)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
 	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
@@ -109,40 +109,27 @@ func EnvName(flagName string) string {
 	return "HAPSUPER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// Usage writes the run command's flags, their variables and defaults to w.
-func Usage(w io.Writer) {
-	s := defaults()
-	fs := newFlagSet(&s)
-	fmt.Fprintln(w, "usage: hapsuper run [flags] [-- haproxy args...]")
-	fs.VisitAll(func(f *flag.Flag) {
-		def := f.DefValue
-		if f.Name == "max-wait" || f.Name == "withdrawn-quiet-period" {
-			def = "derived"
-		}
-		fmt.Fprintf(w, "  --%s (%s, default %q)\n        %s\n", f.Name, EnvName(f.Name), def, f.Usage)
-	})
-}
-
 // Parse reads the run command's arguments (without the program name and the
 // subcommand) and the HAPSUPER_* variables from getenv (nil means none); a
 // flag wins over its variable. The arguments after a literal `--` are
-// HAProxy's command, binary first. -h or --help returns flag.ErrHelp.
+// HAProxy's command, binary first. -h or --help returns flag.ErrHelp; a
+// command line that cannot be read returns a *UsageError.
 func Parse(args []string, getenv func(string) string) (Settings, error) {
 	flagArgs, command, hasCommand := splitCommand(args)
 	s := defaults()
 	fs := newFlagSet(&s)
-	fromEnv, err := applyEnv(fs, getenv)
-	if err != nil {
-		return Settings{}, err
-	}
-	if err := fs.Parse(flagArgs); err != nil {
+	fromEnv, envErr := applyEnv(fs, getenv)
+	if err := ParseFlags(fs, flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return Settings{}, err
+			return Settings{}, err // help, even with a bad variable
 		}
-		return Settings{}, fmt.Errorf("parse run flags: %w (see hapsuper run -h)", err)
+		return Settings{}, fmt.Errorf("parse run flags: %w", err)
+	}
+	if envErr != nil {
+		return Settings{}, envErr
 	}
 	if fs.NArg() > 0 {
-		return Settings{}, fmt.Errorf("parse run flags: unexpected argument %q: put HAProxy's command after --", fs.Arg(0))
+		return Settings{}, fmt.Errorf("parse run flags: %w", &UsageError{fmt.Errorf("unexpected argument %q: put HAProxy's command after --", fs.Arg(0))})
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
