@@ -83,7 +83,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("hapsuper run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var(durationValue{&s.GracePeriod}, "grace-period", "the pod's terminationGracePeriodSeconds; must match the pod spec")
-	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long ends the drain")
+	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long is quiet (the rule until routing is observed withdrawn)")
 	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long is quiet (at most quiet-period)")
 	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop; the soft stop keeps the rest of grace-period − margin")
 	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
