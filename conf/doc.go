@@ -24,6 +24,10 @@
 //   - HAPSUPER_QUIET_PERIOD (--quiet-period, default 2s): how long the counted
 //     frontends must see no new request or connection. Must be less than the
 //     max wait.
+//   - HAPSUPER_WITHDRAWN_QUIET_PERIOD (--withdrawn-quiet-period, default the
+//     quiet period): once routing is observed withdrawn, how long the counted
+//     frontends must see no new connection (requests on open connections do
+//     not count where the soft stop is graceful). At most the quiet period.
 //   - HAPSUPER_POLL_INTERVAL (--poll-interval, default 100ms, at least 10ms):
 //     how often HAProxy's counters are read over the master CLI. Must be less
 //     than the quiet period.

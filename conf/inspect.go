@@ -19,6 +19,18 @@ import (
 type Frontend struct {
 	Name string
 	Mode string // "http" or "tcp": its own mode, else its defaults section's, else tcp
+	// Graceful says that HAProxy's soft stop ends this frontend's
+	// established connections cleanly: TCP mode (they are left alone), or
+	// HTTP with option idle-close-on-response (an idle kept-alive connection
+	// gets one more response, with Connection: close; HTTP/2 gets GOAWAY).
+	// Once routing is withdrawn only its new connections count for quiet.
+	Graceful bool
+	// IdleBound is, for a graceful HTTP frontend, how long after the soft
+	// stop an idle kept-alive connection can hold its worker:
+	// close-spread-time when set, else the first of timeout
+	// http-keep-alive, http-request, client (HAProxy's fallback order),
+	// else 0: nothing ends it before the hard stop.
+	IdleBound time.Duration
 }
 
 // Inspection is what hapsuper learned from the user's HAProxy configuration.
@@ -43,10 +55,18 @@ func Inspect(files []string, s Settings) (Inspection, error) {
 	}
 	var in Inspection
 	c := config{p}
+	spread, err := c.globalTime("close-spread-time")
+	if err != nil {
+		return Inspection{}, fmt.Errorf("%w in global of %s", err, strings.Join(files, ", "))
+	}
 	for _, section := range []parser.Section{parser.Frontends, parser.Listen} {
 		names, _ := p.SectionsGet(section)
 		for _, name := range names {
-			in.Frontends = append(in.Frontends, Frontend{Name: name, Mode: c.mode(section, name)})
+			fe, err := c.frontend(section, name, spread)
+			if err != nil {
+				return Inspection{}, fmt.Errorf("%w in %s %s of %s", err, section, name, strings.Join(files, ", "))
+			}
+			in.Frontends = append(in.Frontends, fe)
 		}
 	}
 	slices.SortFunc(in.Frontends, func(a, b Frontend) int { return strings.Compare(a.Name, b.Name) })
@@ -59,9 +79,16 @@ func Inspect(files []string, s Settings) (Inspection, error) {
 			continue
 		}
 		section := c.sectionOf(fe.Name)
-		if opt, ok := c.lookup(section, fe.Name, "option idle-close-on-response").(*types.SimpleOption); !ok || opt.NoOption {
+		switch {
+		case !fe.Graceful:
 			in.Warnings = append(in.Warnings, fmt.Sprintf(
-				"frontend %s: idle keep-alive connections are closed at soft stop, so a client reusing one can fail: add `option idle-close-on-response` to defaults or frontend %s", fe.Name, fe.Name))
+				"frontend %s: idle keep-alive connections are closed at soft stop, so a client reusing one can fail, and its kept-alive requests keep the drain from ending before --max-wait: add `option idle-close-on-response` to defaults or frontend %s", fe.Name, fe.Name))
+		case fe.IdleBound == 0:
+			in.Warnings = append(in.Warnings, fmt.Sprintf(
+				"frontend %s: nothing ends an idle kept-alive connection after the soft stop (no timeout http-keep-alive, http-request or client, no close-spread-time), so one idle client keeps HAProxy until the hard stop: add `timeout http-keep-alive 10s` to defaults or frontend %s", fe.Name, fe.Name))
+		case fe.IdleBound > s.Budget()-s.WithdrawnQuietPeriod:
+			in.Warnings = append(in.Warnings, fmt.Sprintf(
+				"frontend %s: idle kept-alive connections may stay %v after the soft stop (its keep-alive timeout), longer than the stop budget %v allows, so HAProxy ends at the hard stop: lower `timeout http-keep-alive` or set `close-spread-time` in global", fe.Name, fe.IdleBound, s.Budget()))
 		}
 		if _, ok := c.lookup(section, fe.Name, "timeout client-fin").(*types.SimpleTimeout); !ok {
 			in.Warnings = append(in.Warnings, fmt.Sprintf(
@@ -143,6 +170,57 @@ func (c config) lookup(section parser.Section, name, attribute string) any {
 		section = parser.Defaults
 	}
 	return nil
+}
+
+// frontend reads one frontend's mode and how its soft stop ends its
+// connections; spread is the global close-spread-time (0 when unset).
+func (c config) frontend(section parser.Section, name string, spread time.Duration) (Frontend, error) {
+	fe := Frontend{Name: name, Mode: c.mode(section, name)}
+	if fe.Mode != "http" {
+		fe.Graceful = true
+		return fe, nil
+	}
+	opt, ok := c.lookup(section, name, "option idle-close-on-response").(*types.SimpleOption)
+	fe.Graceful = ok && !opt.NoOption
+	if !fe.Graceful {
+		return fe, nil
+	}
+	if spread > 0 {
+		fe.IdleBound = spread
+		return fe, nil
+	}
+	for _, timeout := range []string{"http-keep-alive", "http-request", "client"} {
+		t, ok := c.lookup(section, name, "timeout "+timeout).(*types.SimpleTimeout)
+		if !ok {
+			continue
+		}
+		d, err := parseHAProxyTime(t.Value)
+		if err != nil {
+			return Frontend{}, fmt.Errorf("read timeout %s %q: %w", timeout, t.Value, err)
+		}
+		if d > 0 {
+			fe.IdleBound = d
+			break
+		}
+	}
+	return fe, nil
+}
+
+// globalTime reads a time of the global section; 0 when unset.
+func (c config) globalTime(attribute string) (time.Duration, error) {
+	v, err := c.p.Get(parser.Global, parser.GlobalSectionName, attribute)
+	if err != nil {
+		return 0, nil
+	}
+	sc, ok := v.(*types.StringC)
+	if !ok || sc.Value == "" || sc.Value == "infinite" {
+		return 0, nil
+	}
+	d, err := parseHAProxyTime(sc.Value)
+	if err != nil {
+		return 0, fmt.Errorf("read %s %q: %w", attribute, sc.Value, err)
+	}
+	return d, nil
 }
 
 func (c config) mode(section parser.Section, name string) string {

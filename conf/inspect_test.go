@@ -10,8 +10,11 @@ import (
 )
 
 func TestInspect(t *testing.T) {
-	http := func(n string) Frontend { return Frontend{n, "http"} }
-	tcp := func(n string) Frontend { return Frontend{n, "tcp"} }
+	http := func(n string) Frontend { return Frontend{Name: n, Mode: "http"} }
+	graceful := func(n string, idle time.Duration) Frontend {
+		return Frontend{Name: n, Mode: "http", Graceful: true, IdleBound: idle}
+	}
+	tcp := func(n string) Frontend { return Frontend{Name: n, Mode: "tcp", Graceful: true} }
 	tests := []struct {
 		file          string
 		ignore        []string
@@ -23,7 +26,7 @@ func TestInspect(t *testing.T) {
 			frontends: []Frontend{http("stats"), http("web")},
 			warnings: []string{
 				"frontend stats: idle keep-alive", "frontend stats: HTTP/2",
-				"frontend web: idle keep-alive connections are closed at soft stop, so a client reusing one can fail: add `option idle-close-on-response` to defaults or frontend web",
+				"frontend web: idle keep-alive connections are closed at soft stop, so a client reusing one can fail, and its kept-alive requests keep the drain from ending before --max-wait: add `option idle-close-on-response` to defaults or frontend web",
 				"frontend web: HTTP/2 connections without streams stay open after the soft stop until the client closes them: add `timeout client-fin`",
 			}},
 		{file: "basic-http.cfg", ignore: []string{"stats"},
@@ -32,10 +35,10 @@ func TestInspect(t *testing.T) {
 		{file: "tcp.cfg", ignore: []string{"health"},
 			frontends: []Frontend{http("health"), tcp("postgres"), tcp("redis")}},
 		{file: "graceful.cfg",
-			frontends: []Frontend{http("admin"), http("api"), http("web")},
+			frontends: []Frontend{graceful("admin", 10*time.Second), http("api"), graceful("web", 10*time.Second)},
 			warnings:  []string{"frontend api: idle keep-alive"}}, // `no option idle-close-on-response`
 		{file: "hard-stop-after.cfg",
-			frontends:     []Frontend{http("web")},
+			frontends:     []Frontend{graceful("web", 10*time.Second)},
 			hardStopAfter: time.Hour,
 			warnings:      []string{"global hard-stop-after 1h is longer than the stop budget 28s (--grace-period − --margin): hapsuper's override file sets hard-stop-after 28s, which wins"}},
 		{file: "ingress-like.cfg", ignore: []string{"healthz", "stats"},
@@ -46,9 +49,17 @@ func TestInspect(t *testing.T) {
 				"global hard-stop-after 15m is longer than the stop budget 28s",
 			}},
 		{file: "conditional.cfg",
-			frontends:     []Frontend{http("legacy"), http("web")},
+			frontends:     []Frontend{http("legacy"), graceful("web", 10*time.Second)},
 			hardStopAfter: 20 * time.Second,
 			warnings:      []string{"frontend legacy: idle keep-alive", "frontend legacy: HTTP/2"}},
+		{file: "idle-bound.cfg",
+			frontends: []Frontend{graceful("bounded", 4*time.Second), graceful("long", time.Minute), graceful("unbounded", 0)},
+			warnings: []string{
+				"frontend long: idle kept-alive connections may stay 1m0s after the soft stop (its keep-alive timeout), longer than the stop budget 28s allows",
+				"frontend unbounded: nothing ends an idle kept-alive connection after the soft stop",
+			}},
+		{file: "close-spread.cfg",
+			frontends: []Frontend{graceful("web", 3*time.Second)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file+strings.Join(tt.ignore, ","), func(t *testing.T) {
@@ -106,7 +117,7 @@ func TestInspectUnknownIgnoredFrontend(t *testing.T) {
 func TestInspectDefaultsAcrossFiles(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"10-defaults.cfg": "defaults\n    mode http\n    option idle-close-on-response\n    timeout client-fin 5s\n",
+		"10-defaults.cfg": "defaults\n    mode http\n    option idle-close-on-response\n    timeout client-fin 5s\n    timeout http-keep-alive 5s\n",
 		"20-web.cfg":      "frontend web\n    bind :8080\n",
 	})
 	s, err := Parse([]string{"--", "haproxy", "-f", dir}, nil)
@@ -121,7 +132,7 @@ func TestInspectDefaultsAcrossFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Frontend{{"web", "http"}}; !reflect.DeepEqual(in.Frontends, want) {
+	if want := []Frontend{{Name: "web", Mode: "http", Graceful: true, IdleBound: 5 * time.Second}}; !reflect.DeepEqual(in.Frontends, want) {
 		t.Errorf("Frontends = %v, want %v", in.Frontends, want)
 	}
 	checkWarnings(t, in.Warnings, nil)

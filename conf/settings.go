@@ -18,22 +18,25 @@ var DefaultHAProxy = []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.c
 
 // Settings is everything `hapsuper run` needs, validated by Parse.
 type Settings struct {
-	GracePeriod     time.Duration // the pod's terminationGracePeriodSeconds
-	QuietPeriod     time.Duration // no new traffic for this long ends the drain
-	MaxWait         time.Duration // the drain's bound; less than GracePeriod − Margin
-	Margin          time.Duration // safety margin before the kubelet's SIGKILL
-	PollInterval    time.Duration // how often HAProxy's counters are read
-	IgnoreFrontends []string      // frontends whose traffic is not counted
-	MasterSocket    string        // the -S address HAProxy listens on (the user's own -S reused)
-	StatusSocket    string        // hapsuper's status socket
-	OverrideFile    string        // the -f file hapsuper writes, passed last
-	StopSignals     []syscall.Signal
-	LogFormat       string // "text" or "json"
-	LogLevel        slog.Level
-	HAProxy         []string // the user's argv after "--" (or DefaultHAProxy), binary first
-	Routing         string   // RoutingAuto, RoutingOff, RoutingEndpointSlices or RoutingKubeProxy
-	Kubeconfig      string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
-	MetricsAddr     string   // Prometheus endpoint address; empty: off
+	GracePeriod time.Duration // the pod's terminationGracePeriodSeconds
+	QuietPeriod time.Duration // no new traffic for this long ends the drain
+	// WithdrawnQuietPeriod is the quiet period once routing is observed
+	// withdrawn, on new connections only; QuietPeriod unless set.
+	WithdrawnQuietPeriod time.Duration
+	MaxWait              time.Duration // the drain's bound; less than GracePeriod − Margin
+	Margin               time.Duration // safety margin before the kubelet's SIGKILL
+	PollInterval         time.Duration // how often HAProxy's counters are read
+	IgnoreFrontends      []string      // frontends whose traffic is not counted
+	MasterSocket         string        // the -S address HAProxy listens on (the user's own -S reused)
+	StatusSocket         string        // hapsuper's status socket
+	OverrideFile         string        // the -f file hapsuper writes, passed last
+	StopSignals          []syscall.Signal
+	LogFormat            string // "text" or "json"
+	LogLevel             slog.Level
+	HAProxy              []string // the user's argv after "--" (or DefaultHAProxy), binary first
+	Routing              string   // RoutingAuto, RoutingOff, RoutingEndpointSlices or RoutingKubeProxy
+	Kubeconfig           string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
+	MetricsAddr          string   // Prometheus endpoint address; empty: off
 
 	KubeProxyHealthzPort   int           // kube-proxy's healthz port on every node
 	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
@@ -81,14 +84,15 @@ func defaults() Settings {
 	}
 }
 
-// newFlagSet binds the run command's flags to s. Its output is discarded:
-// Parse returns errors and Usage prints the help.
+// newFlagSet binds the run command's flags to s. Its usage strings are the
+// flags' help and the README's flag table (RunFlags).
 func newFlagSet(s *Settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("hapsuper run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var(durationValue{&s.GracePeriod}, "grace-period", "the pod's terminationGracePeriodSeconds; must match the pod spec")
-	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long ends the drain")
-	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop (default: two thirds of grace-period − margin)")
+	fs.Var(durationValue{&s.QuietPeriod}, "quiet-period", "no new request or connection for this long is quiet (the rule until routing is observed withdrawn)")
+	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long is quiet (at most quiet-period)")
+	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop; the soft stop keeps the rest of grace-period − margin")
 	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
 	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read (at least 10ms)")
 	fs.Var(listValue{&s.IgnoreFrontends}, "ignore-frontends", "comma separated frontends whose traffic does not count (probes, stats)")
@@ -98,7 +102,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain")
 	fs.Var(choiceValue{&s.LogFormat, []string{"text", "json"}}, "log-format", "text or json")
 	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
-	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: auto, off, endpointslices or kube-proxy")
+	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: off, endpointslices, kube-proxy, or auto (endpointslices with in-cluster credentials or a kubeconfig, else off)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
 	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
@@ -114,40 +118,27 @@ func EnvName(flagName string) string {
 	return "HAPSUPER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// Usage writes the run command's flags, their variables and defaults to w.
-func Usage(w io.Writer) {
-	s := defaults()
-	fs := newFlagSet(&s)
-	fmt.Fprintln(w, "usage: hapsuper run [flags] [-- haproxy args...]")
-	fs.VisitAll(func(f *flag.Flag) {
-		def := f.DefValue
-		if f.Name == "max-wait" {
-			def = "derived"
-		}
-		fmt.Fprintf(w, "  --%s (%s, default %q)\n        %s\n", f.Name, EnvName(f.Name), def, f.Usage)
-	})
-}
-
 // Parse reads the run command's arguments (without the program name and the
 // subcommand) and the HAPSUPER_* variables from getenv (nil means none); a
 // flag wins over its variable. The arguments after a literal `--` are
-// HAProxy's command, binary first. -h or --help returns flag.ErrHelp.
+// HAProxy's command, binary first. -h or --help returns flag.ErrHelp; a
+// command line that cannot be read returns a *UsageError.
 func Parse(args []string, getenv func(string) string) (Settings, error) {
 	flagArgs, command, hasCommand := splitCommand(args)
 	s := defaults()
 	fs := newFlagSet(&s)
-	fromEnv, err := applyEnv(fs, getenv)
-	if err != nil {
-		return Settings{}, err
-	}
-	if err := fs.Parse(flagArgs); err != nil {
+	fromEnv, envErr := applyEnv(fs, getenv)
+	if err := ParseFlags(fs, flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return Settings{}, err
+			return Settings{}, err // help, even with a bad variable
 		}
-		return Settings{}, fmt.Errorf("parse run flags: %w (see hapsuper run -h)", err)
+		return Settings{}, fmt.Errorf("parse run flags: %w", err)
+	}
+	if envErr != nil {
+		return Settings{}, envErr
 	}
 	if fs.NArg() > 0 {
-		return Settings{}, fmt.Errorf("parse run flags: unexpected argument %q: put HAProxy's command after --", fs.Arg(0))
+		return Settings{}, fmt.Errorf("parse run flags: %w", &UsageError{fmt.Errorf("unexpected argument %q: put HAProxy's command after --", fs.Arg(0))})
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
@@ -173,6 +164,9 @@ func Parse(args []string, getenv func(string) string) (Settings, error) {
 	}
 	if !src.set("max-wait") {
 		s.MaxWait = derivedMaxWait(s.GracePeriod, s.Margin)
+	}
+	if !src.set("withdrawn-quiet-period") {
+		s.WithdrawnQuietPeriod = s.QuietPeriod
 	}
 	if err := validate(s, src); err != nil {
 		return Settings{}, err
@@ -232,6 +226,8 @@ func (src source) label(name string, v any) string {
 		return fmt.Sprintf("%s=%v", EnvName(name), v)
 	case name == "max-wait":
 		return fmt.Sprintf("--max-wait %v (default: two thirds of --grace-period − --margin)", v)
+	case name == "withdrawn-quiet-period":
+		return fmt.Sprintf("--withdrawn-quiet-period %v (default: --quiet-period)", v)
 	}
 	return fmt.Sprintf("--%s %v (default)", name, v)
 }
@@ -257,6 +253,7 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("margin", s.Margin.String()),
 		slog.String("max-wait", s.MaxWait.String()),
 		slog.String("quiet-period", s.QuietPeriod.String()),
+		slog.String("withdrawn-quiet-period", s.WithdrawnQuietPeriod.String()),
 		slog.String("poll-interval", s.PollInterval.String()),
 		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
 		slog.String("master-socket", s.MasterSocket),

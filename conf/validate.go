@@ -63,6 +63,14 @@ func validate(s Settings, src source) error {
 		return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
 			src.label("poll-interval", s.PollInterval), src.label("quiet-period", s.QuietPeriod))
 	}
+	if s.WithdrawnQuietPeriod <= 0 || s.WithdrawnQuietPeriod > s.QuietPeriod {
+		return fmt.Errorf("%s must be more than 0 and at most %s: it can only shorten quiet once routing is withdrawn",
+			src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod), src.label("quiet-period", s.QuietPeriod))
+	}
+	if s.PollInterval >= s.WithdrawnQuietPeriod {
+		return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
+			src.label("poll-interval", s.PollInterval), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod))
+	}
 	if s.KubeProxyHealthzPort < 1 || s.KubeProxyHealthzPort > 65535 {
 		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is 10256)", src.label("kube-proxy-healthz-port", s.KubeProxyHealthzPort))
 	}

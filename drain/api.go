@@ -37,14 +37,30 @@ type Settings struct {
 	MaxWait     time.Duration // bound of the draining phase, from the stop request
 	GracePeriod time.Duration // the pod's terminationGracePeriodSeconds
 	Margin      time.Duration // deadline = stop request + GracePeriod - Margin
+	// WithdrawnQuietPeriod is the quiet period once routing is withdrawn,
+	// on Worker.Connections; 0 means QuietPeriod.
+	WithdrawnQuietPeriod time.Duration
+	// UngracefulFrontends are the counted HTTP frontends whose soft stop is
+	// not graceful (no option idle-close-on-response): their requests stay
+	// in Worker.Connections. Named in the quiet detail.
+	UngracefulFrontends []string
 }
 
 // Worker is one HAProxy worker process as seen in one observation.
 type Worker struct {
-	PID      int
-	Old      bool   // an old worker left by a reload
-	Requests uint64 // req_tot (HTTP) / stot (TCP) summed over counted frontends
-	Sessions int64  // current sessions (show info CurrConns)
+	PID int
+	Old bool // an old worker left by a reload
+	// Requests is every counted frontend's stot + req_tot: new connections
+	// and requests, kept-alive ones included. Quiet counts it unless routing
+	// is withdrawn.
+	Requests uint64
+	// Connections is what counts once routing is withdrawn: stot of the
+	// frontends whose soft stop ends established connections cleanly (TCP,
+	// HTTP with option idle-close-on-response), stot + req_tot of the
+	// others. Requests on connections opened before the withdrawal say
+	// nothing about routing.
+	Connections uint64
+	Sessions    int64 // current sessions (show info CurrConns)
 }
 
 // Observation is one poll of HAProxy's master CLI. Err set means the poll

@@ -10,7 +10,8 @@ import (
 // (StopRequested) moves it from Starting or Serving to Draining, where it keeps
 // the listeners open until two conditions hold together at one Tick: quiet (no
 // worker served a request for QuietPeriod, proved by a reading of the counters
-// taken that long after the last change) and routing (State off, withdrawn or
+// taken that long after the last change; once routing is withdrawn, no new
+// connection for WithdrawnQuietPeriod) and routing (State off, withdrawn or
 // unverified; pending blocks) — or until the bound (MaxWait after the stop
 // request) passes; Tick then returns SoftStop once and the phase is Stopping,
 // and when the deadline (GracePeriod-Margin after the stop request) passes Tick
@@ -39,6 +40,17 @@ import (
 // not matter. Quiet is proved by a reading, never by the clock alone: the
 // latest reading succeeded and was taken QuietPeriod or more after the last
 // change, so the supervisor should Tick right after each Observe.
+//
+// The quiet rule follows the routing state at each Tick. Off, pending or
+// unverified: Worker.Requests counts, every request on every connection,
+// since a request on an old connection may mean routing has not moved.
+// Withdrawn (every observed path): Worker.Connections counts, new
+// connections and the requests of frontends whose soft stop is not
+// graceful, for WithdrawnQuietPeriod; requests on connections opened before
+// the withdrawal are no routing signal, and the soft stop ends those
+// connections cleanly (Connection: close, GOAWAY). Both clocks start at the
+// stop request and are kept in every state, so routing that flaps from
+// withdrawn back to pending falls back to the requests' clock at once.
 //
 // Routing. The latest SetRouting counts; before any, routing is off. The
 // reason a drain ends on its conditions follows the routing state: off gives
@@ -83,7 +95,7 @@ func New(s Settings) *Drain {
 		s:       s,
 		phase:   Starting,
 		routing: Routing{State: RoutingOff},
-		q:       newQuiet(s.QuietPeriod),
+		q:       newQuiet(s),
 	}
 }
 
@@ -156,7 +168,7 @@ func (d *Drain) SetRouting(r Routing, now time.Time) { d.routing = r }
 func (d *Drain) Tick(now time.Time) Action {
 	switch d.phase {
 	case Draining:
-		if d.q.met(now) && routingMet(d.routing) {
+		if d.q.met(now, d.withdrawn()) && routingMet(d.routing) {
 			d.stop(now, routingReason(d.routing), d.routing.Detail)
 			return SoftStop
 		}
@@ -188,11 +200,14 @@ func (d *Drain) pending(now time.Time) string {
 	if !routingMet(d.routing) {
 		p = append(p, "routing: "+routingDetail(d.routing))
 	}
-	if !d.q.met(now) || !d.q.readable(now) {
-		p = append(p, "quiet: "+d.q.detail(now))
+	if !d.q.met(now, d.withdrawn()) || !d.q.readable(now) {
+		p = append(p, "quiet: "+d.q.detail(now, d.withdrawn()))
 	}
 	return strings.Join(p, "; ")
 }
+
+// withdrawn reports whether the quiet rule of withdrawn routing applies.
+func (d *Drain) withdrawn() bool { return d.routing.State == RoutingWithdrawn }
 
 // MasterExited records that the master process is gone, in any phase.
 func (d *Drain) MasterExited(now time.Time) {

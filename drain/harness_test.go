@@ -44,8 +44,17 @@ func serving(t *testing.T, s Settings) *run {
 	return r
 }
 
-// w is a worker with its request counter.
-func w(pid int, requests uint64) Worker { return Worker{PID: pid, Requests: requests} }
+// w is a worker with its request counter, every request on a new connection
+// (both counters move together).
+func w(pid int, requests uint64) Worker {
+	return Worker{PID: pid, Requests: requests, Connections: requests}
+}
+
+// ka is a worker whose counted requests (reqs) and new connections (conns)
+// move apart, as kept-alive traffic does.
+func ka(pid int, reqs, conns uint64) Worker {
+	return Worker{PID: pid, Requests: reqs, Connections: conns}
+}
 
 // stop requests the stop at off and fails the test if it was refused.
 func (r *run) stop(off time.Duration) {

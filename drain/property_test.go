@@ -29,8 +29,10 @@ func FuzzDrain(f *testing.F) {
 type oracle struct {
 	s        Settings
 	counts   map[int]uint64 // last successful reading, nil before the first
+	conns    map[int]uint64 // the same for Connections
 	blind    bool           // last reading failed, or none yet
-	change   time.Time      // last change (stop request included)
+	change   time.Time      // last change of Requests (stop request included)
+	cchange  time.Time      // last change of Connections (stop request included)
 	lastOK   time.Time
 	stopAt   time.Time
 	routing  RoutingState
@@ -45,25 +47,36 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error) {
 		o.blind = true
 		return
 	}
-	changed := o.blind
-	next := map[int]uint64{}
+	changed, cchanged := o.blind, o.blind
+	next, cnext := map[int]uint64{}, map[int]uint64{}
 	for _, w := range ws {
 		prev, ok := o.counts[w.PID]
 		if (ok && prev != w.Requests) || (!ok && o.counts != nil && w.Requests > 0) {
 			changed = true
 		}
-		next[w.PID] = w.Requests
+		cprev, ok := o.conns[w.PID]
+		if (ok && cprev != w.Connections) || (!ok && o.conns != nil && w.Connections > 0) {
+			cchanged = true
+		}
+		next[w.PID], cnext[w.PID] = w.Requests, w.Connections
 	}
 	if changed && at.After(o.change) {
 		o.change = at
 	}
-	o.counts, o.blind, o.lastOK = next, false, at
+	if cchanged && at.After(o.cchange) {
+		o.cchange = at
+	}
+	o.counts, o.conns, o.blind, o.lastOK = next, cnext, false, at
 }
 
-// quiet: the latest reading succeeded and came QuietPeriod after the last
-// change, which is never before the stop request.
+// quiet: the latest reading succeeded and came the period after the last
+// change, which is never before the stop request. Once routing is
+// withdrawn, the connections' change and WithdrawnQuietPeriod decide.
 func (o *oracle) quiet(now time.Time) bool {
 	end := o.change.Add(o.s.QuietPeriod)
+	if o.routing == RoutingWithdrawn {
+		end = o.cchange.Add(o.s.WithdrawnQuietPeriod)
+	}
 	return !o.blind && !o.lastOK.Before(end) && !now.Before(end)
 }
 
@@ -72,12 +85,14 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	s := Settings{QuietPeriod: ms(300, 3000), Margin: ms(0, 2000)}
+	s.WithdrawnQuietPeriod = ms(100, int(s.QuietPeriod/time.Millisecond))
 	s.MaxWait = s.QuietPeriod + ms(0, 12000)
 	s.GracePeriod = s.MaxWait + s.Margin + ms(0, 10000)
 
 	d := New(s)
 	o := &oracle{s: s, blind: true, routing: RoutingOff}
-	workers := map[int]uint64{100: 0}
+	workers := map[int]uint64{100: 0} // Requests per PID
+	conns := map[int]uint64{100: 0}   // Connections per PID: a part of the same traffic
 	nextPID := 101
 	now := t0
 	stopStep := rng.IntN(40)
@@ -91,27 +106,33 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			if !d.StopRequested(now) {
 				fail("StopRequested refused")
 			}
-			o.stopAt, o.change = now, now
+			o.stopAt, o.change, o.cchange = now, now, now
 		}
 		switch p := rng.IntN(100); {
 		case p < 50:
 			for pid, n := range workers {
 				switch q := rng.IntN(100); {
-				case q < 25:
-					workers[pid] = n + uint64(1+rng.IntN(3))
+				case q < 25: // kept-alive requests, some on new connections
+					more := uint64(1 + rng.IntN(3))
+					workers[pid] = n + more
+					if rng.IntN(3) == 0 {
+						conns[pid] += uint64(1 + rng.IntN(int(more)))
+					}
 				case q < 27:
-					workers[pid] = n / 2
+					workers[pid], conns[pid] = n/2, conns[pid]/2
 				case q < 30:
 					delete(workers, pid)
+					delete(conns, pid)
 				}
 			}
 			if rng.IntN(10) == 0 {
 				workers[nextPID] = uint64(rng.IntN(2))
+				conns[nextPID] = workers[nextPID]
 				nextPID++
 			}
 			var ws []Worker
 			for pid, n := range workers {
-				ws = append(ws, Worker{PID: pid, Requests: n})
+				ws = append(ws, Worker{PID: pid, Requests: n, Connections: conns[pid]})
 			}
 			d.Observe(Observation{At: now, Workers: ws})
 			o.observe(now, ws, nil)
@@ -149,8 +170,12 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			if act == SoftStop {
 				o.stopping, o.soft = true, now
 				got := d.Status(now)
-				if ends && now.Before(o.stopAt.Add(s.QuietPeriod)) {
-					fail("soft stop %v after the stop request, before QuietPeriod", now.Sub(o.stopAt))
+				floor := s.QuietPeriod
+				if o.routing == RoutingWithdrawn {
+					floor = s.WithdrawnQuietPeriod
+				}
+				if ends && now.Before(o.stopAt.Add(floor)) {
+					fail("soft stop %v after the stop request, before the quiet period of routing %s", now.Sub(o.stopAt), o.routing)
 				}
 				want := routingReason(Routing{State: o.routing})
 				if !ends {

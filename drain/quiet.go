@@ -3,65 +3,86 @@ package drain
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
-// change says what last moved the quiet clock, for the detail of a result.
+// change says what last moved a quiet clock, for the detail of a result.
 type change int
 
 const (
 	changeNone    change = iota // nothing yet
 	changeStop                  // the stop request itself: quiet starts counting there
-	changeRequest               // a worker's request counter rose (or a new worker had traffic)
+	changeRequest               // a worker's counter rose (or a new worker had traffic)
 	changeReset                 // a worker's counter went down: a reset, treated as traffic
 	changeBlind                 // the first reading after a failed one (or the first ever)
 )
 
-// quiet tracks the request counters of HAProxy's workers per PID and the
-// last instant something may have been served.
-//
-// The quiet clock (lastChange) moves to the At of an observation that shows
-// a change. Not seeing is treated as a possible change: after a failed
-// observation, or before the first successful one, the next successful
-// observation moves the clock. Quiet is therefore only ever proved by a
-// reading: the counters read at least period after the last change are
-// unchanged.
-type quiet struct {
-	period time.Duration
-
-	counts     map[int]uint64 // Requests per PID at the last successful observation
-	blind      bool           // no successful observation since the last failure (or ever)
-	lastChange time.Time      // last instant something may have been served
-	cause      change         // what set lastChange
-	lastOK     time.Time      // At of the last successful observation
-	lastErr    error          // error of the last observation, nil when it succeeded
-	lastErrAt  time.Time      // At of the first failure of the current blind spell
-	workers    []Worker       // workers of the last successful observation
+// clock is one quiet clock: the last instant something it counts may have
+// happened, and what it was.
+type clock struct {
+	last  time.Time
+	cause change
 }
 
-func newQuiet(period time.Duration) quiet {
-	return quiet{period: period, blind: true}
-}
-
-// start moves the quiet clock to the stop request: what came before it does
-// not matter, and a drain lasts at least one period.
-func (q *quiet) start(at time.Time) {
-	q.mark(at, changeStop)
-}
-
-// mark moves the quiet clock forward to at; it never moves back, so a reading
+// mark moves the clock forward to at; it never moves back, so a reading
 // taken before the stop request but delivered after it changes nothing.
-func (q *quiet) mark(at time.Time, c change) {
-	if at.Before(q.lastChange) {
+func (c *clock) mark(at time.Time, why change) {
+	if at.Before(c.last) {
 		return
 	}
-	q.lastChange, q.cause = at, c
+	c.last, c.cause = at, why
 }
 
-// observe applies one poll. A worker whose counter rose, a worker seen for
-// the first time with traffic (a new worker from a reload starts at zero), or
-// a counter that went down (a reset) is a change; a worker that is gone is
-// not. A failed poll makes the tracker blind until the next successful one.
+// counts are one worker's two counters at a reading.
+type counts struct{ requests, connections uint64 }
+
+// quiet tracks HAProxy's workers' counters per PID and keeps two clocks:
+// every counted request and connection (Worker.Requests), and what still
+// counts once routing is withdrawn (Worker.Connections: new connections,
+// and the requests of frontends whose soft stop is not graceful).
+//
+// A clock moves to the At of an observation that shows a change of its
+// counter. Not seeing is treated as a possible change of both: after a
+// failed observation, or before the first successful one, the next
+// successful observation moves both clocks. Quiet is therefore only ever
+// proved by a reading: the counters read at least period after the last
+// change are unchanged.
+type quiet struct {
+	period          time.Duration // for Requests
+	withdrawnPeriod time.Duration // for Connections, once routing is withdrawn
+	requestsOnly    []string      // counted frontends whose requests count once withdrawn too
+
+	counts    map[int]counts // per PID at the last successful observation
+	blind     bool           // no successful observation since the last failure (or ever)
+	all       clock          // Requests
+	conns     clock          // Connections
+	lastOK    time.Time      // At of the last successful observation
+	lastErr   error          // error of the last observation, nil when it succeeded
+	lastErrAt time.Time      // At of the first failure of the current blind spell
+	workers   []Worker       // workers of the last successful observation
+}
+
+func newQuiet(s Settings) quiet {
+	wp := s.WithdrawnQuietPeriod
+	if wp <= 0 {
+		wp = s.QuietPeriod
+	}
+	return quiet{period: s.QuietPeriod, withdrawnPeriod: wp, requestsOnly: slices.Clone(s.UngracefulFrontends), blind: true}
+}
+
+// start moves both clocks to the stop request: what came before it does not
+// matter, and a drain lasts at least one period.
+func (q *quiet) start(at time.Time) {
+	q.all.mark(at, changeStop)
+	q.conns.mark(at, changeStop)
+}
+
+// observe applies one poll. For each counter: a worker whose counter rose, a
+// worker seen for the first time with traffic (a new worker from a reload
+// starts at zero), or a counter that went down (a reset) is a change; a
+// worker that is gone is not. A failed poll makes the tracker blind until the
+// next successful one.
 func (q *quiet) observe(o Observation) {
 	if o.Err != nil {
 		if !q.blind || q.lastErr == nil {
@@ -70,23 +91,25 @@ func (q *quiet) observe(o Observation) {
 		q.blind, q.lastErr = true, o.Err
 		return
 	}
-	c := changeNone
-	next := make(map[int]uint64, len(o.Workers))
+	all, conns := changeNone, changeNone
+	next := make(map[int]counts, len(o.Workers))
 	for _, w := range o.Workers {
 		prev, known := q.counts[w.PID]
-		switch {
-		case known && w.Requests > prev, !known && q.counts != nil && w.Requests > 0:
-			c = changeRequest
-		case known && w.Requests < prev && c == changeNone:
-			c = changeReset
-		}
-		next[w.PID] = w.Requests
+		all = counterChange(all, known, q.counts != nil, prev.requests, w.Requests)
+		conns = counterChange(conns, known, q.counts != nil, prev.connections, w.Connections)
+		next[w.PID] = counts{w.Requests, w.Connections}
 	}
-	if q.blind && c == changeNone {
-		c = changeBlind
+	if q.blind && all == changeNone {
+		all = changeBlind
 	}
-	if c != changeNone {
-		q.mark(o.At, c)
+	if q.blind && conns == changeNone {
+		conns = changeBlind
+	}
+	if all != changeNone {
+		q.all.mark(o.At, all)
+	}
+	if conns != changeNone {
+		q.conns.mark(o.At, conns)
 	}
 	q.counts, q.blind, q.lastErr = next, false, nil
 	if o.At.After(q.lastOK) {
@@ -95,14 +118,43 @@ func (q *quiet) observe(o Observation) {
 	q.workers = slices.Clone(o.Workers)
 }
 
+// counterChange folds one worker's counter into the change seen so far in a
+// reading: a rise (or traffic on a worker first seen after the first
+// reading) is a request; a fall is a reset unless a request was seen.
+func counterChange(c change, known, seenBefore bool, prev, now uint64) change {
+	switch {
+	case known && now > prev, !known && seenBefore && now > 0:
+		return changeRequest
+	case known && now < prev && c == changeNone:
+		return changeReset
+	}
+	return c
+}
+
+// clock returns the clock and period that decide quiet: the connections'
+// once routing is withdrawn, every counted request's otherwise.
+func (q *quiet) clock(withdrawn bool) (clock, time.Duration) {
+	if withdrawn {
+		return q.conns, q.withdrawnPeriod
+	}
+	return q.all, q.period
+}
+
 // met reports whether quiet holds at now: the last successful reading is the
-// latest one and was taken at least period after the last change.
-func (q *quiet) met(now time.Time) bool {
+// latest one and was taken at least the period after the last change.
+func (q *quiet) met(now time.Time, withdrawn bool) bool {
 	if q.blind {
 		return false
 	}
-	end := q.lastChange.Add(q.period)
+	c, period := q.clock(withdrawn)
+	end := c.last.Add(period)
 	return !q.lastOK.Before(end) && !now.Before(end)
+}
+
+// since is the last change of the clock that decides quiet.
+func (q *quiet) since(withdrawn bool) time.Time {
+	c, _ := q.clock(withdrawn)
+	return c.last
 }
 
 // readable reports whether HAProxy's counters are being read: the last poll
@@ -112,7 +164,7 @@ func (q *quiet) readable(now time.Time) bool {
 }
 
 // detail says, for a person, why quiet does not hold at now.
-func (q *quiet) detail(now time.Time) string {
+func (q *quiet) detail(now time.Time, withdrawn bool) string {
 	switch {
 	case q.blind && q.lastErr != nil:
 		return fmt.Sprintf("counters unreadable for %s: %v", ago(now, q.lastErrAt), q.lastErr)
@@ -121,19 +173,25 @@ func (q *quiet) detail(now time.Time) string {
 	case now.Sub(q.lastOK) > q.period:
 		return fmt.Sprintf("last reading %s ago", ago(now, q.lastOK))
 	}
+	c, period := q.clock(withdrawn)
 	var what string
-	switch q.cause {
-	case changeRequest:
+	switch {
+	case c.cause == changeRequest && !withdrawn:
 		what = "last request %s ago"
-	case changeReset:
+	case c.cause == changeRequest && len(q.requestsOnly) == 0:
+		what = "last new connection %s ago"
+	case c.cause == changeRequest:
+		what = "last new connection, or request on " + strings.Join(q.requestsOnly, ", ") +
+			" (no option idle-close-on-response: its requests still count), %s ago"
+	case c.cause == changeReset:
 		what = "counter reset %s ago"
-	case changeBlind:
+	case c.cause == changeBlind:
 		what = "counters readable again %s ago"
 	default:
 		what = "%s since the stop request"
 	}
-	d := fmt.Sprintf(what, ago(now, q.lastChange))
-	if !now.Before(q.lastChange.Add(q.period)) {
+	d := fmt.Sprintf(what, ago(now, c.last))
+	if !now.Before(c.last.Add(period)) {
 		d += fmt.Sprintf(", last reading %s ago", ago(now, q.lastOK))
 	}
 	return d

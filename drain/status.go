@@ -32,9 +32,10 @@ func (d *Drain) Status(now time.Time) Status {
 		s.Deadline = d.early
 		return s
 	}
-	qc := Condition{Name: ConditionQuiet, Met: d.q.met(now), Since: d.q.lastChange}
+	wd := d.withdrawn()
+	qc := Condition{Name: ConditionQuiet, Met: d.q.met(now, wd), Since: d.q.since(wd)}
 	if !qc.Met {
-		qc.Detail = d.q.detail(now)
+		qc.Detail = d.q.detail(now, wd)
 	}
 	rc := Condition{Name: ConditionRouting, Met: routingMet(d.routing), Detail: routingDetail(d.routing), PendingNodes: d.routing.PendingNodes}
 	s.Conditions = []Condition{qc, rc}

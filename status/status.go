@@ -36,17 +36,22 @@ type Worker struct {
 	PID      int    `json:"pid"`
 	Old      bool   `json:"old"`
 	Sessions int64  `json:"sessions"`
-	Requests uint64 `json:"requests"` // counted frontends' req_tot/stot
+	Requests uint64 `json:"requests"` // counted frontends' stot + req_tot
+	// Connections is what quiet counts once routing is withdrawn: stot of
+	// the frontends whose soft stop is graceful, stot + req_tot of the others.
+	Connections uint64 `json:"connections"`
 }
 
 // Settings are the timings the drain runs with, echoed for the reader.
 type Settings struct {
-	GracePeriod  Duration `json:"gracePeriod"`
-	QuietPeriod  Duration `json:"quietPeriod"`
-	MaxWait      Duration `json:"maxWait"`
-	Margin       Duration `json:"margin"`
-	PollInterval Duration `json:"pollInterval"`
-	Routing      string   `json:"routing"`
+	GracePeriod Duration `json:"gracePeriod"`
+	QuietPeriod Duration `json:"quietPeriod"`
+	// WithdrawnQuietPeriod: quiet on new connections once routing is withdrawn.
+	WithdrawnQuietPeriod Duration `json:"withdrawnQuietPeriod"`
+	MaxWait              Duration `json:"maxWait"`
+	Margin               Duration `json:"margin"`
+	PollInterval         Duration `json:"pollInterval"`
+	Routing              string   `json:"routing"`
 }
 
 // Duration marshals as a Go duration string ("2s").

@@ -21,6 +21,7 @@ type loop struct {
 	drain    *drain.Drain
 	board    *status.Board
 	settings conf.Settings
+	graceful map[string]bool // frontends whose soft stop is graceful, for the poller
 	master   int
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
@@ -252,7 +253,7 @@ func (l *loop) publish() {
 		snap.ObservedAt = o.obs.At
 	}
 	for _, w := range st.Workers {
-		snap.Workers = append(snap.Workers, status.Worker{PID: w.PID, Old: w.Old, Sessions: w.Sessions, Requests: w.Requests})
+		snap.Workers = append(snap.Workers, status.Worker{PID: w.PID, Old: w.Old, Sessions: w.Sessions, Requests: w.Requests, Connections: w.Connections})
 	}
 	l.board.Publish(snap)
 }

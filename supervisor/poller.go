@@ -19,6 +19,7 @@ type poller struct {
 	cli      sampler
 	interval time.Duration
 	ignore   map[string]bool // frontends whose traffic does not count
+	graceful map[string]bool // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful)
 	now      func() time.Time
 }
 
@@ -52,9 +53,13 @@ type observation struct {
 }
 
 // observe turns a sample into the drain's observation: per worker, the
-// activity counters of the counted frontends: stot (connections) for every
-// frontend, plus req_tot for HTTP ones, since keep-alive requests open no
-// new session. Both only grow within one worker.
+// activity counters of the counted frontends. Requests: stot (connections)
+// for every frontend, plus req_tot for HTTP ones, since keep-alive requests
+// open no new session. Connections, what counts once routing is withdrawn:
+// stot only for the frontends whose soft stop is graceful (TCP mode, or
+// HTTP that the configuration makes graceful), stot + req_tot for the others
+// (an HTTP frontend the inspection did not see, added by a reload, is one).
+// All only grow within one worker.
 func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 	o := drain.Observation{At: p.now(), Err: err}
 	if err != nil {
@@ -67,6 +72,11 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 				continue
 			}
 			dw.Requests += f.Stot + f.ReqTot
+			if f.Mode == "tcp" || p.graceful[f.Name] {
+				dw.Connections += f.Stot
+			} else {
+				dw.Connections += f.Stot + f.ReqTot
+			}
 		}
 		o.Workers = append(o.Workers, dw)
 	}

@@ -67,7 +67,8 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitCodeOf(err), err
 	}
-	if err := sv.prepare(); err != nil {
+	insp, err := sv.prepare()
+	if err != nil {
 		return ExitConfig, err
 	}
 	rs, err := newRouting(s, sv.log)
@@ -120,9 +121,10 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 
 	l := &loop{
 		log:      sv.log.With("component", "supervisor"),
-		drain:    drain.New(drainSettings(s)),
+		drain:    drain.New(drainSettings(s, insp)),
 		board:    board,
 		settings: s,
+		graceful: gracefulFrontends(insp),
 		master:   master,
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
@@ -138,25 +140,25 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 
 // prepare creates the socket directories and writes the override file, and
 // checks the user's configuration: all before HAProxy starts.
-func (sv *Supervisor) prepare() error {
+func (sv *Supervisor) prepare() (conf.Inspection, error) {
 	s := sv.settings
 	for _, p := range []string{s.MasterSocket, s.StatusSocket, s.OverrideFile} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return fmt.Errorf("create directory for %s: %w", p, err)
+			return conf.Inspection{}, fmt.Errorf("create directory for %s: %w", p, err)
 		}
 	}
 	files, err := s.ConfigFiles()
 	if err != nil {
-		return err
+		return conf.Inspection{}, err
 	}
 	insp, err := conf.Inspect(files, s)
 	if err != nil {
-		return err
+		return conf.Inspection{}, err
 	}
 	for _, w := range insp.Warnings {
 		sv.log.Warn("config warning", "warning", w)
 	}
-	return conf.WriteOverride(s)
+	return insp, conf.WriteOverride(s)
 }
 
 // runGroup runs the loop with its helpers as one oklog/run group: the loop
@@ -178,6 +180,7 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 		cli:      runtimeapi.New(l.settings.MasterSocket, cliTimeout),
 		interval: l.settings.PollInterval,
 		ignore:   set(l.settings.IgnoreFrontends),
+		graceful: l.graceful,
 		now:      time.Now,
 	}
 	g.Add(func() error { return p.run(ctx, obs) }, func(error) { cancel() })
@@ -250,17 +253,42 @@ func set(names []string) map[string]bool {
 	return m
 }
 
-func drainSettings(s conf.Settings) drain.Settings {
-	return drain.Settings{QuietPeriod: s.QuietPeriod, MaxWait: s.MaxWait, GracePeriod: s.GracePeriod, Margin: s.Margin}
+func drainSettings(s conf.Settings, insp conf.Inspection) drain.Settings {
+	ds := drain.Settings{
+		QuietPeriod:          s.QuietPeriod,
+		WithdrawnQuietPeriod: s.WithdrawnQuietPeriod,
+		MaxWait:              s.MaxWait,
+		GracePeriod:          s.GracePeriod,
+		Margin:               s.Margin,
+	}
+	ignored := set(s.IgnoreFrontends)
+	for _, fe := range insp.Frontends {
+		if !fe.Graceful && !ignored[fe.Name] {
+			ds.UngracefulFrontends = append(ds.UngracefulFrontends, fe.Name)
+		}
+	}
+	return ds
+}
+
+// gracefulFrontends is the set of frontends whose soft stop is graceful.
+func gracefulFrontends(insp conf.Inspection) map[string]bool {
+	m := make(map[string]bool, len(insp.Frontends))
+	for _, fe := range insp.Frontends {
+		if fe.Graceful {
+			m[fe.Name] = true
+		}
+	}
+	return m
 }
 
 func statusSettings(s conf.Settings, mode routing.Mode) status.Settings {
 	return status.Settings{
-		GracePeriod:  status.Duration(s.GracePeriod),
-		QuietPeriod:  status.Duration(s.QuietPeriod),
-		MaxWait:      status.Duration(s.MaxWait),
-		Margin:       status.Duration(s.Margin),
-		PollInterval: status.Duration(s.PollInterval),
-		Routing:      string(mode),
+		GracePeriod:          status.Duration(s.GracePeriod),
+		QuietPeriod:          status.Duration(s.QuietPeriod),
+		WithdrawnQuietPeriod: status.Duration(s.WithdrawnQuietPeriod),
+		MaxWait:              status.Duration(s.MaxWait),
+		Margin:               status.Duration(s.Margin),
+		PollInterval:         status.Duration(s.PollInterval),
+		Routing:              string(mode),
 	}
 }

@@ -91,9 +91,11 @@ type fakeSampler struct {
 func (f fakeSampler) Sample(context.Context) (runtimeapi.Sample, error) { return f.s, f.err }
 
 // Activity is stot plus req_tot per worker, ignored frontends left out.
+// Connections, for withdrawn routing: stot of graceful and TCP frontends,
+// stot plus req_tot of the others (web here is not graceful, api is).
 func TestPollerObserve(t *testing.T) {
 	now := time.Unix(100, 0)
-	p := &poller{ignore: map[string]bool{"probes": true}, now: func() time.Time { return now }}
+	p := &poller{ignore: map[string]bool{"probes": true}, graceful: map[string]bool{"api": true}, now: func() time.Time { return now }}
 	s := runtimeapi.Sample{Workers: []runtimeapi.WorkerSample{
 		{
 			Process: runtimeapi.Process{PID: 7},
@@ -102,6 +104,7 @@ func TestPollerObserve(t *testing.T) {
 				{Name: "web", Mode: "http", Stot: 3, ReqTot: 10},
 				{Name: "db", Mode: "tcp", Stot: 5},
 				{Name: "probes", Mode: "http", Stot: 1000, ReqTot: 1000},
+				{Name: "api", Mode: "http", Stot: 2, ReqTot: 40},
 			},
 		},
 		{Process: runtimeapi.Process{PID: 6, Old: true}, Frontends: []runtimeapi.Frontend{{Name: "web", Mode: "http", Stot: 1, ReqTot: 2}}},
@@ -110,11 +113,11 @@ func TestPollerObserve(t *testing.T) {
 	if o.Err != nil || !o.At.Equal(now) || len(o.Workers) != 2 {
 		t.Fatalf("observe = %+v", o)
 	}
-	if w := o.Workers[0]; w.PID != 7 || w.Requests != 18 || w.Sessions != 4 || w.Old {
-		t.Errorf("current worker = %+v, want pid 7, 18 requests (3+10+5), 4 sessions", w)
+	if w := o.Workers[0]; w.PID != 7 || w.Requests != 60 || w.Connections != 20 || w.Sessions != 4 || w.Old {
+		t.Errorf("current worker = %+v, want pid 7, 60 requests (3+10+5+2+40), 20 connections (3+10+5+2), 4 sessions", w)
 	}
-	if w := o.Workers[1]; w.PID != 6 || w.Requests != 3 || !w.Old {
-		t.Errorf("old worker = %+v, want pid 6, 3 requests, old", w)
+	if w := o.Workers[1]; w.PID != 6 || w.Requests != 3 || w.Connections != 3 || !w.Old {
+		t.Errorf("old worker = %+v, want pid 6, 3 requests, 3 connections, old", w)
 	}
 	failed := p.observe(runtimeapi.Sample{}, errors.New("boom"))
 	if failed.Err == nil || len(failed.Workers) != 0 {

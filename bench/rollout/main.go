@@ -89,7 +89,7 @@ func main() {
 	flag.StringVar(&o.results, "results", "", "where to write the Markdown results (default bench/rollout/RESULTS.md; with --smoke, $TMPDIR/hapsuper-rollout-smoke/)")
 	flag.StringVar(&o.picture, "picture", "", "where to write the timeline SVG, and a PNG beside it (default docs/rollout-timeline.svg; with --smoke, beside the results)")
 	pats := flag.String("patterns", "", "comma list of client patterns (default all: "+joinPatterns(allPatterns)+")")
-	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper (default all, with the sleep-N search; setting it turns the search off)")
+	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper, hapsuper-wq<duration> (default all, hapsuper-wq500ms among them, with the sleep-N search; setting it turns the search off)")
 	flag.StringVar(&o.proxyStates, "kube-proxy", "", "kube-proxy states to run: both, live or frozen (default both; with -soak, live)")
 	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
 	flag.BoolVar(&o.verbose, "v", false, "print each pod's stop times and the harness's own log lines")
@@ -113,7 +113,7 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 	o.freeze = 4 * time.Second
 	o.frozen, o.live = true, true
 	o.patterns = allPatterns
-	o.strategies = []strategy{immediate(), sleepFor(5 * time.Second), quiet(), hapsuperS()}
+	o.strategies = []strategy{immediate(), sleepFor(5 * time.Second), quiet(), hapsuperS(), hapsuperWQ(500 * time.Millisecond)}
 	o.candidates = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
 	if o.smoke {
 		o.frozen, o.live = false, true

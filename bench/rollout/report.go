@@ -35,16 +35,19 @@ func report(m *matrix, x extras, grace time.Duration) string {
 		"withdrawn → soft stop is negative when HAProxy closed its listeners while a node still routed to it; "+
 		"new conns to the old pod after withdrawn counts requests on fresh connections (new-conns, pause, slow) sent after that instant and answered by the stopping pod: above 0 means the withdrawal was declared before a node's rules dropped the pod (n/a for kept-alive connections, which may rightly still reach it).\n\n",
 		map[bool]string{true: " --smoke", false: ""}[x.smoke], x.total.Round(time.Second), grace)
-	b.WriteString("| strategy | clients | kube-proxy | requests | refused | reset | 5xx | timeout | other | drain median / max (s) | withdrawn → soft stop, median (s) | new conns to the old pod after withdrawn | drain reasons |\n")
-	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("| strategy | clients | kube-proxy | requests | refused | reset | 5xx | timeout | other | drain median / max (s) | withdrawn → soft stop, median (s) | soft stop → exit, median / max (s) | new conns to the old pod after withdrawn | drain reasons |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, c := range m.cells {
 		f := c.failures()
-		var drains, gaps []time.Duration
+		var drains, gaps, exits []time.Duration
 		reasons := map[string]int{}
 		for _, p := range c.pods {
 			drains = append(drains, p.drain())
 			if !p.withdrawn.IsZero() && !p.soft.IsZero() {
 				gaps = append(gaps, p.soft.Sub(p.withdrawn))
+			}
+			if !p.soft.IsZero() && !p.master.IsZero() {
+				exits = append(exits, p.master.Sub(p.soft))
 			}
 			switch {
 			case p.killed:
@@ -67,9 +70,13 @@ func report(m *matrix, x extras, grace time.Duration) string {
 		if counted {
 			lateCol = strconv.Itoa(late)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s | %s |\n",
+		exit := "n/a"
+		if len(exits) > 0 {
+			exit = secs(median(exits)) + " / " + secs(slices.Max(exits))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s | %s | %s |\n",
 			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[k8sdrain.KindRefused], f[k8sdrain.KindReset], f[k8sdrain.Kind5xx], f[k8sdrain.KindTimeout], f[k8sdrain.KindOther],
-			secs(median(drains)), secs(slices.Max(drains)), gap, lateCol, counts(reasons))
+			secs(median(drains)), secs(slices.Max(drains)), gap, exit, lateCol, counts(reasons))
 	}
 	if len(m.search) > 0 {
 		b.WriteString("\n## sleep-N search\n\nEach candidate runs the cells above in order, frozen kube-proxy first, and stops at its first cell with a failure.\n\n")
@@ -108,47 +115,10 @@ func verdict(ok bool, miss string) string {
 func targets(m *matrix, x extras) []target {
 	var out []target
 	hs := cellsOf(m, "hapsuper")
+	for _, name := range hapsuperStrategies(m) {
+		out = append(out, drainTargets(m, name)...)
+	}
 	if len(hs) > 0 {
-		failed, worst := 0, ""
-		for _, c := range hs {
-			if f := c.failed(); f > 0 {
-				failed++
-				worst += fmt.Sprintf("%s %s: %d %v; ", c.pat, c.proxy(), f, c.failures())
-			}
-		}
-		out = append(out, target{"hapsuper: 0 failures in every cell",
-			fmt.Sprintf("%d of %d cells with failures", failed, len(hs)), verdict(failed == 0, strings.TrimSuffix(worst, "; "))})
-
-		var over []string
-		for _, c := range hs {
-			var drains, budget []time.Duration
-			for _, p := range c.pods {
-				drains = append(drains, p.drain())
-				if !p.withdrawn.IsZero() {
-					budget = append(budget, p.withdrawn.Sub(p.deleted)+quietPeriod+300*time.Millisecond)
-				}
-			}
-			if len(budget) == 0 {
-				over = append(over, fmt.Sprintf("%s %s: never withdrawn", c.pat, c.proxy()))
-				continue
-			}
-			if d, bud := median(drains), median(budget); d > bud {
-				over = append(over, fmt.Sprintf("%s %s: %s > %s (+%s)", c.pat, c.proxy(), secs(d), secs(bud), secs(d-bud)))
-			}
-		}
-		out = append(out, target{"hapsuper drain median ≤ withdrawal + quiet period + 0.3 s, per cell",
-			fmt.Sprintf("%d of %d cells within", len(hs)-len(over), len(hs)), verdict(len(over) == 0, strings.Join(over, "; "))})
-
-		if m.sleepN > 0 {
-			sn := cellsOf(m, sleepFor(m.sleepN).name)
-			h, s := median(allDrains(hs)), median(allDrains(sn))
-			ratio := float64(s) / float64(h)
-			out = append(out, target{fmt.Sprintf("hapsuper drain ≥ 3× shorter than sleep-N (%v), medians over all cells", m.sleepN),
-				fmt.Sprintf("hapsuper %s s, sleep-N %s s: %.2f×", secs(h), secs(s), ratio),
-				verdict(ratio >= 3, fmt.Sprintf("%.2f× < 3×", ratio))})
-		} else if len(m.search) > 0 {
-			out = append(out, target{"hapsuper drain ≥ 3× shorter than sleep-N", "no sleep-N had 0 failures", "n/a: sleep-N did not exist"})
-		}
 		var rss []int64
 		var cpu []float64
 		for _, c := range hs {
@@ -183,6 +153,78 @@ func targets(m *matrix, x extras) []target {
 			fmt.Sprintf("RSS %.1f MB → %.1f MB (+%.1f MB); Go heap in use %.1f MB → %.1f MB (+%.1f MB); RSS of the hapsuper that watched them arrive %.1f MB",
 				float64(s.rssBaseKB)/1024, float64(s.rssWithKB)/1024, d, s.heapBase/(1<<20), s.heapWith/(1<<20), (s.heapWith-s.heapBase)/(1<<20), float64(s.rssWatchKB)/1024),
 			verdict(d <= 20, fmt.Sprintf("+%.1f MB over", d-20))})
+	}
+	return out
+}
+
+// hapsuperStrategies lists the names of the hapsuper strategies run, in
+// order of appearance.
+func hapsuperStrategies(m *matrix) []string {
+	var names []string
+	for _, c := range m.cells {
+		if c.strat.kind == stratHapsuper && !slices.Contains(names, c.strat.name) {
+			names = append(names, c.strat.name)
+		}
+	}
+	return names
+}
+
+// drainTargets judges one hapsuper strategy's cells: no failure, the
+// withdrawn → soft stop median within its quiet once withdrawn + 0.3 s,
+// kept-alive cells ending routed-away, and its all-cells median drain
+// against sleep-N's (1.5× for hapsuper, 2.5× with a withdrawn quiet period
+// of 0.5 s).
+func drainTargets(m *matrix, name string) []target {
+	hs := cellsOf(m, name)
+	var out []target
+	failed, worst := 0, ""
+	for _, c := range hs {
+		if f := c.failed(); f > 0 {
+			failed++
+			worst += fmt.Sprintf("%s %s: %d %v; ", c.pat, c.proxy(), f, c.failures())
+		}
+	}
+	out = append(out, target{name + ": 0 failures in every cell",
+		fmt.Sprintf("%d of %d cells with failures", failed, len(hs)), verdict(failed == 0, strings.TrimSuffix(worst, "; "))})
+
+	var over, notRouted []string
+	wq := hs[0].strat.quietOnceWithdrawn()
+	for _, c := range hs {
+		var gaps []time.Duration
+		for _, p := range c.pods {
+			if !p.withdrawn.IsZero() && !p.soft.IsZero() {
+				gaps = append(gaps, p.soft.Sub(p.withdrawn))
+			}
+			if p.reason != "routed-away" {
+				notRouted = append(notRouted, fmt.Sprintf("%s %s: %s", c.pat, c.proxy(), p.reason))
+			}
+		}
+		if len(gaps) == 0 {
+			over = append(over, fmt.Sprintf("%s %s: never withdrawn", c.pat, c.proxy()))
+			continue
+		}
+		if g := median(gaps); g > wq+300*time.Millisecond {
+			over = append(over, fmt.Sprintf("%s %s: %s s", c.pat, c.proxy(), secs(g)))
+		}
+	}
+	out = append(out, target{fmt.Sprintf("%s: withdrawn → soft stop median ≤ %v + 0.3 s, per cell", name, wq),
+		fmt.Sprintf("%d of %d cells within", len(hs)-len(over), len(hs)), verdict(len(over) == 0, strings.Join(over, "; "))})
+	out = append(out, target{name + ": every drain ends routed-away (kept-alive and h2 included)",
+		fmt.Sprintf("%d of %d drains not routed-away", len(notRouted), len(allDrains(hs))), verdict(len(notRouted) == 0, strings.Join(notRouted, "; "))})
+
+	want := 1.5
+	if wq <= 500*time.Millisecond {
+		want = 2.5
+	}
+	if m.sleepN > 0 {
+		sn := cellsOf(m, sleepFor(m.sleepN).name)
+		h, s := median(allDrains(hs)), median(allDrains(sn))
+		ratio := float64(s) / float64(h)
+		out = append(out, target{fmt.Sprintf("%s: drain ≥ %.1f× shorter than sleep-N (%v), medians over all cells", name, want, m.sleepN),
+			fmt.Sprintf("%s %s s, sleep-N %s s: %.2f×", name, secs(h), secs(s), ratio),
+			verdict(ratio >= want, fmt.Sprintf("%.2f× < %.1f×", ratio, want))})
+	} else if len(m.search) > 0 {
+		out = append(out, target{name + ": drain shorter than sleep-N", "no sleep-N had 0 failures", "n/a: sleep-N did not exist"})
 	}
 	return out
 }

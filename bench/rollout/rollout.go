@@ -232,7 +232,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 // the patterns that open a connection per request (a kept-alive
 // connection may rightly reach the pod after the withdrawal); -1 otherwise.
 func lateHits(out []k8sdrain.Outcome, pat pattern, pod string, withdrawn time.Time) int {
-	if pat == patKeepAlive || pat == patH2 || withdrawn.IsZero() {
+	if pat == patKeepAlive || pat == patH2 || pat == patIdlePool || withdrawn.IsZero() {
 		return -1
 	}
 	n := 0

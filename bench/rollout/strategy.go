@@ -34,12 +34,30 @@ type strategy struct {
 	routing string
 	// args are extra hapsuper flags.
 	args []string
+	// withdrawnQuiet is hapsuper's --withdrawn-quiet-period (0: the quiet
+	// period, its default).
+	withdrawnQuiet time.Duration
 }
 
 // The strategies of the matrix.
 func immediate() strategy { return strategy{name: "immediate", kind: stratImmediate} }
 func quiet() strategy     { return strategy{name: "quiet", kind: stratQuiet} }
 func hapsuperS() strategy { return strategy{name: "hapsuper", kind: stratHapsuper} }
+
+// hapsuperWQ is hapsuper with --withdrawn-quiet-period d.
+func hapsuperWQ(d time.Duration) strategy {
+	return strategy{name: fmt.Sprintf("hapsuper-wq%s", d), kind: stratHapsuper,
+		args: []string{"--withdrawn-quiet-period", d.String()}, withdrawnQuiet: d}
+}
+
+// quietOnceWithdrawn is the quiet period the strategy applies once routing
+// is withdrawn.
+func (s strategy) quietOnceWithdrawn() time.Duration {
+	if s.withdrawnQuiet > 0 {
+		return s.withdrawnQuiet
+	}
+	return quietPeriod
+}
 
 func sleepFor(d time.Duration) strategy {
 	return strategy{name: fmt.Sprintf("sleep-%s", d), kind: stratSleep, sleep: d}
@@ -55,12 +73,17 @@ func parseStrategy(name string) (strategy, error) {
 	case "hapsuper":
 		return hapsuperS(), nil
 	}
+	if v, ok := strings.CutPrefix(name, "hapsuper-wq"); ok {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 && d <= quietPeriod {
+			return hapsuperWQ(d), nil
+		}
+	}
 	if v, ok := strings.CutPrefix(name, "sleep-"); ok {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			return sleepFor(d), nil
 		}
 	}
-	return strategy{}, fmt.Errorf("unknown strategy %q: use immediate, sleep-<duration> (sleep-5s), quiet or hapsuper", name)
+	return strategy{}, fmt.Errorf("unknown strategy %q: use immediate, sleep-<duration> (sleep-5s), quiet, hapsuper or hapsuper-wq<duration> (hapsuper-wq500ms, at most the quiet period 2s)", name)
 }
 
 func (s strategy) underHapsuper() bool { return s.kind == stratQuiet || s.kind == stratHapsuper }
@@ -80,6 +103,9 @@ func (s strategy) short() string {
 		return fmt.Sprintf("sl%d", s.sleep/time.Second)
 	case stratQuiet:
 		return "qt"
+	}
+	if s.withdrawnQuiet > 0 {
+		return "hw"
 	}
 	return "hs"
 }

@@ -27,9 +27,16 @@ const (
 	patH2        pattern = "h2"         // h2c, two connections per node, a stream every 80 ms on each
 	patPause     pattern = "pause"      // new-conns that pauses 3 s from each delete, then resumes
 	patSlow      pattern = "slow"       // new connection per request, /slow?d=3s every 200 ms per node
+	// patIdlePool: HTTP/1.1, two pooled connections per node, each idle for
+	// 3 s (longer than the quiet period) between requests.
+	patIdlePool pattern = "idle-pool"
 )
 
-var allPatterns = []pattern{patNewConns, patKeepAlive, patH2, patPause, patSlow}
+var allPatterns = []pattern{patNewConns, patKeepAlive, patH2, patPause, patSlow, patIdlePool}
+
+// idlePoolEvery is the idle-pool pattern's gap between requests on one
+// connection: past the 2 s quiet period.
+const idlePoolEvery = 3 * time.Second
 
 // pauseLength is how long the pause pattern holds back after a delete:
 // past the 2 s quiet period.
@@ -60,12 +67,16 @@ func startTraffic(pat pattern, nodes []*k8stest.Node, clusterIP netip.Addr) *tra
 			tr.every(ctx, n.Name, 40*time.Millisecond, n.HTTPClient(2*time.Second), url, true)
 		case patSlow:
 			tr.every(ctx, n.Name, 200*time.Millisecond, n.HTTPClient(3*time.Second+3*time.Second), url+"slow?d=3s", true)
-		case patKeepAlive:
+		case patKeepAlive, patIdlePool:
+			every := 80 * time.Millisecond
+			if pat == patIdlePool {
+				every = idlePoolEvery
+			}
 			for range 2 {
 				c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 					DialContext: n.DialContext, Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second,
 				}}
-				tr.every(ctx, n.Name, 80*time.Millisecond, c, url, false)
+				tr.every(ctx, n.Name, every, c, url, false)
 			}
 		case patH2:
 			for range 2 {
@@ -83,12 +94,16 @@ func startTraffic(pat pattern, nodes []*k8stest.Node, clusterIP netip.Addr) *tra
 
 // every sends a GET to url every interval from node: each in a goroutine
 // of its own when concurrent, else one after the other (ticks are skipped
-// while one runs).
+// while one runs), the first one at once so that the connection is open
+// before the first delete.
 func (tr *traffic) every(ctx context.Context, node string, interval time.Duration, c *http.Client, url string, concurrent bool) {
 	tr.loops.Go(func() {
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		defer c.CloseIdleConnections()
+		if !concurrent {
+			tr.rec.Add(k8sdrain.Request(c, node, url))
+		}
 		for {
 			select {
 			case <-ctx.Done():

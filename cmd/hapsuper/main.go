@@ -1,10 +1,6 @@
 // Command hapsuper is the PID 1 of an HAProxy container: it runs HAProxy in
 // master-worker mode and drains it when the pod is told to stop.
-//
-//	hapsuper [flags] [-- haproxy-binary [haproxy args...]]
-//	hapsuper status [--socket PATH] [--json] [--watch]
-//	hapsuper version
-//	hapsuper demo [flags]     (HAProxy on an embedded example config)
+// `hapsuper help` lists its commands (help.go), each with its flags.
 //
 // main stays thin: it picks the command, runs it and maps its error to an
 // exit code.
@@ -19,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/lmittmann/tint"
 
@@ -33,34 +30,57 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run picks the command named by the first argument; without one (no
+// arguments, or a flag first) it is run, with the overview as its help.
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := ""
-	if len(args) > 0 {
-		cmd = args[0]
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return runCommand("", args, stdout, stderr)
 	}
-	switch cmd {
-	case "version":
-		fmt.Fprintln(stdout, "hapsuper", versionString())
-		return 0
-	case "status":
-		return statusCommand(args[1:], stdout, stderr)
-	case "demo":
-		return demoCommand(args[1:], stdout, stderr)
-	case "run":
-		args = args[1:]
+	c, ok := lookupCommand(args[0])
+	if !ok {
+		return unknownCommand(args[0], stderr)
 	}
-	return runCommand(args, stderr)
+	return c.run(args[1:], stdout, stderr)
 }
 
-func runCommand(args []string, stderr io.Writer) int {
+// runCommand parses the run flags and supervises HAProxy. name is the
+// command as the user gave it: "run", "demo", or "" for the default.
+func runCommand(name string, args []string, stdout, stderr io.Writer) int {
+	s, code, done := parseRun(name, args, stdout, stderr)
+	if done {
+		return code
+	}
+	return supervise(s, stderr)
+}
+
+// parseRun parses the run flags of the command name: on -h or --help it
+// prints the command's help (the overview for the default command), on an
+// error the error; done says the command must return code.
+func parseRun(name string, args []string, stdout, stderr io.Writer) (s conf.Settings, code int, done bool) {
 	s, err := conf.Parse(args, os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	var usage *conf.UsageError
+	switch {
+	case err == nil:
+		return s, 0, false
+	case errors.Is(err, flag.ErrHelp) && name == "":
+		writeOverview(stdout)
+		return s, 0, true
+	case errors.Is(err, flag.ErrHelp):
+		c, _ := lookupCommand(name)
+		writeHelp(stdout, c)
+		return s, 0, true
+	case errors.As(err, &usage):
+		if name == "" {
+			name = "run"
+		}
+		return s, usageFailed(stderr, name, err), true
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "hapsuper: %v\n", err)
-		return supervisor.ExitConfig
-	}
+	fmt.Fprintf(stderr, "hapsuper: %v\n", err)
+	return s, supervisor.ExitConfig, true
+}
+
+// supervise runs HAProxy under the supervisor until it exits.
+func supervise(s conf.Settings, stderr io.Writer) int {
 	log := newLogger(stderr, s.LogFormat, s.LogLevel)
 	log.Info("hapsuper starting", "version", versionString(), "settings", s)
 	code, err := supervisor.New(s, log).Run(context.Background())

@@ -21,7 +21,7 @@ func TestRunCommands(t *testing.T) {
 		{"version", []string{"version"}, 0, "hapsuper ", ""},
 		{"bad duration", []string{"--grace-period", "abc"}, 2, "", "not a duration"},
 		{"impossible timings", []string{"--quiet-period", "30s"}, 2, "", "lower --quiet-period or raise --max-wait"},
-		{"unknown flag", []string{"run", "--grace", "3s"}, 2, "", "flag provided but not defined"},
+		{"unknown flag", []string{"run", "--grace", "3s"}, 2, "", "unknown flag --grace: did you mean --grace-period?"},
 		{"status without a supervisor", []string{"status", "--socket", missing}, 1, "", "is hapsuper running?"},
 		{"status bad interval", []string{"status", "--interval", "1ms"}, 2, "", "--interval must be at least 50ms"},
 		{"status stray argument", []string{"status", "now"}, 2, "", "unexpected argument"},

@@ -10,54 +10,87 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/status"
 )
 
-const (
-	defaultStatusSocket = "/var/run/hapsuper/status.sock"
-	fetchTimeout        = 2 * time.Second
-)
+const fetchTimeout = 2 * time.Second
+
+// statusFlags are the status command's settings.
+type statusFlags struct {
+	socket   string
+	json     bool
+	watch    bool
+	interval time.Duration
+}
+
+// newStatusFlags binds the status command's flags to f; its help and
+// parsing both come from here.
+func newStatusFlags(f *statusFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("hapsuper status", flag.ContinueOnError)
+	fs.StringVar(&f.socket, "socket", envOr(statusSocketEnv, defaultStatusSocket()), "status socket of the running hapsuper (its --status-socket)")
+	fs.BoolVar(&f.json, "json", false, "print JSON (one document per refresh with --watch)")
+	fs.BoolVar(&f.watch, "watch", false, "refresh until the supervisor exits")
+	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "refresh interval of --watch (at least 50ms)")
+	return fs
+}
+
+// statusSocketEnv sets both run's --status-socket and status's --socket.
+var statusSocketEnv = conf.EnvName("status-socket")
+
+// describeStatusFlags is the status command's flags as its help shows them.
+func describeStatusFlags() []conf.Flag {
+	return conf.Describe(newStatusFlags(&statusFlags{}), func(name string) string {
+		if name == "socket" {
+			return statusSocketEnv
+		}
+		return ""
+	})
+}
+
+// defaultStatusSocket is run's --status-socket default, where a supervisor
+// started without it listens.
+func defaultStatusSocket() string {
+	for _, f := range conf.RunFlags() {
+		if f.Name == "status-socket" {
+			return f.Default
+		}
+	}
+	return ""
+}
 
 // statusCommand prints the supervisor's state once, or until it exits with --watch.
 func statusCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hapsuper status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	socket := fs.String("socket", envOr("HAPSUPER_STATUS_SOCKET", defaultStatusSocket), "status socket of the running hapsuper (env HAPSUPER_STATUS_SOCKET)")
-	asJSON := fs.Bool("json", false, "print JSON (one document per refresh with --watch)")
-	watch := fs.Bool("watch", false, "refresh until the supervisor exits")
-	interval := fs.Duration("interval", 500*time.Millisecond, "refresh interval of --watch")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	var f statusFlags
+	fs := newStatusFlags(&f)
+	if code, done := parseCommandFlags("status", fs, args, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hapsuper status: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return usageFailed(stderr, "status", fmt.Errorf("status: unexpected argument %q", fs.Arg(0)))
 	}
-	if *interval < 50*time.Millisecond {
+	if f.interval < 50*time.Millisecond {
 		fmt.Fprintln(stderr, "hapsuper status: --interval must be at least 50ms")
 		return 2
 	}
 	show := func(s status.Snapshot) error {
-		if *asJSON {
+		if f.json {
 			return json.NewEncoder(stdout).Encode(s)
 		}
-		if *watch && isTerminal(stdout) {
+		if f.watch && isTerminal(stdout) {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // clear the screen between refreshes
 		}
 		return status.Render(stdout, s, time.Now())
 	}
-	s, err := status.Fetch(*socket, fetchTimeout)
+	s, err := status.Fetch(f.socket, fetchTimeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "hapsuper status: %v\n", err)
 		return 1
 	}
-	if err := show(s); err != nil || !*watch {
+	if err := show(s); err != nil || !f.watch {
 		return boolCode(err != nil)
 	}
-	return watchStatus(*socket, *interval, show, stderr)
+	return watchStatus(f.socket, f.interval, show, stderr)
 }
 
 // watchStatus refreshes until the supervisor's socket goes away (its normal

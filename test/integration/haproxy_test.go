@@ -69,15 +69,17 @@ func freePort(t *testing.T) int {
 // haproxyConfig describes one test's HAProxy configuration. A zero port
 // leaves that frontend out.
 type haproxyConfig struct {
-	Backend     string // host:port of the origin server
-	Web         int    // HTTP/1.1 frontend "web"
-	H2          int    // h2c frontend "h2" (bind ... proto h2)
-	TCP         int    // TCP-mode frontend "tcp"
-	Probe       int    // frontend "probe" answering 200 itself, meant to be ignored
-	IdleClose   bool   // option idle-close-on-response on the HTTP frontends
-	ClientFin   bool   // timeout client-fin 1s on the HTTP frontends
-	StatsSocket string // a worker stats socket path, or none
-	Broken      bool   // append a line HAProxy rejects
+	Backend   string // host:port of the origin server
+	Web       int    // HTTP/1.1 frontend "web"
+	H2        int    // h2c frontend "h2" (bind ... proto h2)
+	TCP       int    // TCP-mode frontend "tcp"
+	Probe     int    // frontend "probe" answering 200 itself, meant to be ignored
+	IdleClose bool   // option idle-close-on-response on the HTTP frontends
+	// WebNoIdleClose leaves the option out of frontend web only.
+	WebNoIdleClose bool
+	ClientFin      bool   // timeout client-fin 1s on the HTTP frontends
+	StatsSocket    string // a worker stats socket path, or none
+	Broken         bool   // append a line HAProxy rejects
 }
 
 // newConfig returns a config with every frontend on its own free port and
@@ -123,7 +125,11 @@ defaults
 		httpOpts += "    timeout client-fin 1s\n"
 	}
 	if c.Web != 0 {
-		fmt.Fprintf(&b, "\nfrontend web\n    bind 127.0.0.1:%d\n%s    default_backend be_http\n", c.Web, httpOpts)
+		webOpts := httpOpts
+		if c.WebNoIdleClose {
+			webOpts = strings.Replace(webOpts, "    option idle-close-on-response\n", "", 1)
+		}
+		fmt.Fprintf(&b, "\nfrontend web\n    bind 127.0.0.1:%d\n%s    default_backend be_http\n", c.Web, webOpts)
 	}
 	if c.H2 != 0 {
 		fmt.Fprintf(&b, "\nfrontend h2\n    bind 127.0.0.1:%d proto h2\n%s    default_backend be_http\n", c.H2, httpOpts)

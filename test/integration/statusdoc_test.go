@@ -35,6 +35,8 @@ type statusWorker struct {
 	Old      bool  `json:"old"`
 	Sessions int64 `json:"sessions"`
 	Requests int64 `json:"requests"`
+	// Connections: what quiet counts once routing is withdrawn.
+	Connections int64 `json:"connections"`
 }
 
 // runStatus runs `hapsuper status --socket <status socket>` with extra

@@ -63,6 +63,14 @@ func (e *drainEnv) startPod(t *testing.T, node int, name, app string) *hapPod {
 type podOptions struct {
 	routing string
 	edit    func(*corev1.Pod)
+	cfg     string // HAProxy configuration template (pod address, name); default haproxyCfg
+}
+
+// startPodCfg is startPod with another HAProxy configuration: a template
+// taking the pod's address and name, as haproxyCfg does.
+func (e *drainEnv) startPodCfg(t *testing.T, node int, name, app, cfgTemplate string) *hapPod {
+	t.Helper()
+	return e.startPodWith(t, node, name, app, podOptions{cfg: cfgTemplate})
 }
 
 // startPodWith is startPod with options.
@@ -70,6 +78,9 @@ func (e *drainEnv) startPodWith(t *testing.T, node int, name, app string, o podO
 	t.Helper()
 	if o.routing == "" {
 		o.routing = "kube-proxy"
+	}
+	if o.cfg == "" {
+		o.cfg = haproxyCfg
 	}
 	var edits []func(*corev1.Pod)
 	if o.edit != nil {
@@ -81,7 +92,7 @@ func (e *drainEnv) startPodWith(t *testing.T, node int, name, app string, o podO
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyCfg, pod.IP, name), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, o.cfg, pod.IP, name), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := &hapPod{Pod: pod, e: e, log: new(k8sdrain.Log), done: make(chan struct{})}

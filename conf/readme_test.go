@@ -1,0 +1,108 @@
+package conf
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The README's flag table is the run flags' help in Markdown: one row per
+// flag, rendered here from the definitions, in any order. A flag added,
+// renamed or reworded fails this test until the README says the same; the
+// failure prints the row to paste.
+func TestREADMEFlagTable(t *testing.T) {
+	readme, err := readmeFlagRows("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // flag name → row
+	for _, f := range RunFlags() {
+		want[f.Name] = markdownRow(f)
+	}
+	seen := map[string]bool{}
+	for _, row := range readme {
+		name := rowFlagName(row)
+		switch w, ok := want[name]; {
+		case seen[name]:
+			t.Errorf("README lists --%s twice", name)
+		case !ok:
+			t.Errorf("README lists a flag hapsuper run does not have:\n%s", row)
+		case row != w:
+			t.Errorf("README's row for --%s differs from the flag's definition:\n README: %s\n    want: %s", name, row, w)
+		}
+		seen[name] = true
+	}
+	for name, row := range want {
+		if !seen[name] {
+			t.Errorf("README lacks --%s; add under ### Flags:\n%s", name, row)
+		}
+	}
+}
+
+// markdownRow is f as a row of the README's | flag | default | meaning |
+// table: a default that is a value is code, "none" and rules are prose.
+func markdownRow(f Flag) string {
+	def := f.DefaultText()
+	if f.Derived == "" && f.Default != "" {
+		def = "`" + f.Default + "`"
+	}
+	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	return "| `--" + f.Name + "` | " + cell(def) + " | " + cell(f.Meaning) + " |"
+}
+
+// rowFlagName is the flag a table row is about: its first cell without the
+// code marks and dashes.
+func rowFlagName(row string) string {
+	cells := strings.Split(row, "|")
+	if len(cells) < 2 {
+		return row
+	}
+	return strings.TrimLeft(strings.Trim(strings.TrimSpace(cells[1]), "`"), "-")
+}
+
+// readmeFlagRows returns the body rows of the first table under the
+// "### Flags" heading, which must start with | flag | default | meaning |.
+func readmeFlagRows(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []string
+	inSection, inTable := false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "#"):
+			if inTable || (inSection && line != "### Flags") {
+				return checkRows(rows, path)
+			}
+			inSection = line == "### Flags"
+		case !inSection:
+		case !inTable && strings.HasPrefix(line, "|"):
+			if line != "| flag | default | meaning |" {
+				return nil, fmt.Errorf("%s: the table under ### Flags starts with %q, want | flag | default | meaning |", path, line)
+			}
+			inTable = true
+		case inTable && strings.HasPrefix(line, "|---"):
+		case inTable && strings.HasPrefix(line, "|"):
+			rows = append(rows, line)
+		case inTable:
+			return checkRows(rows, path)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return checkRows(rows, path)
+}
+
+func checkRows(rows []string, path string) ([]string, error) {
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s: no | flag | default | meaning | table under a ### Flags heading", path)
+	}
+	return rows, nil
+}
