@@ -64,9 +64,14 @@ func TestCrash_MasterKilled(t *testing.T) {
 		if code != 128+int(syscall.SIGKILL) {
 			t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGKILL))
 		}
+		// hapsuper SIGKILLs the group before it exits; the kernel tears a
+		// killed process down asynchronously, so allow it 1 s to go.
 		for _, w := range d.currentWorkers() {
+			for end := time.Now().Add(time.Second); alive(w) && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if alive(w) {
-				t.Errorf("worker %d still alive after hapsuper exited", w)
+				t.Errorf("worker %d still alive 1 s after hapsuper exited", w)
 			}
 		}
 		checkNoHAProxyLeft(t, dir)
