@@ -54,8 +54,9 @@ import (
 //
 // Routing. The latest SetRouting counts; before any, routing is off. The
 // reason a drain ends on its conditions follows the routing state: off gives
-// ReasonQuiet, withdrawn ReasonRoutedAway, unverified ReasonUnverified (the
-// Detail names what was not observed).
+// ReasonQuiet, withdrawn ReasonRoutedAway (ReasonWithdrawnInAPI when
+// Routing.APIOnly), unverified ReasonUnverified (the Detail names what was
+// not observed).
 //
 // Times. Deadline = stop request + GracePeriod - Margin; SetDeadline only moves
 // it earlier (before the stop request too: it is kept until then).
