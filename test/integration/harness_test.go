@@ -166,6 +166,14 @@ func TestHarness_BareNoIdleCloseResetsKeepAlive(t *testing.T) {
 		b := startBare(t, h, dir, cfg.write(t, dir), cfg.webAddr())
 		ka := startKeepAlive(t, cfg.webAddr(), 200*time.Millisecond, 10*time.Second)
 		time.Sleep(time.Second)
+		// Signal right after a response: the next request is then ~200 ms
+		// away, time enough for the worker to close the idle connection even
+		// on a loaded machine. Signalled at a random moment, a request could
+		// cross the soft stop and get a Connection: close reply instead (a
+		// flake seen once on 3.0 under load).
+		if !ka.rec.waitNext(len(ka.rec.all()), 2*time.Second) {
+			t.Fatalf("the keep-alive client recorded nothing for 2 s:%s", describe(ka.rec.all(), 20))
+		}
 		soft := b.signal(t, syscall.SIGUSR1)
 		time.Sleep(time.Second)
 		ka.stop()

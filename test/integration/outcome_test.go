@@ -71,6 +71,23 @@ func (r *recorder) all() []outcome {
 	return append([]outcome(nil), r.out...)
 }
 
+// waitNext waits until an outcome beyond the n already recorded arrives, or
+// bound passes; it reports whether one arrived. Tests use it to act right
+// after a response, when the client's next request is a full interval away.
+func (r *recorder) waitNext(n int, bound time.Duration) bool {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		got := len(r.out)
+		r.mu.Unlock()
+		if got > n {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
 // where returns the outcomes for which keep is true.
 func (r *recorder) where(keep func(outcome) bool) []outcome {
 	var res []outcome
