@@ -51,8 +51,12 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 			s.countLog("hard stop"), code)
 		t.Logf("zombie children of hapsuper: %d seen, %d for longer than %s", zombies.seen(), len(long), zombieGrace)
 
-		if storm.sighups.Load() < 5 || storm.cliOK.Load() < 5 {
-			t.Errorf("%s: too few reloads to call it a storm", storm)
+		// Both channels must have reloaded HAProxy during the drain. The
+		// master refuses CLI connections while it re-executes, and on a
+		// loaded machine it re-executes longer, so fewer CLI reloads are
+		// answered (4 of 15 once in CI): the bar counts reloads delivered.
+		if storm.sighups.Load() < 5 || storm.cliOK.Load() < 2 || storm.sighups.Load()+storm.cliOK.Load() < 8 {
+			t.Errorf("%s: too few reloads to call it a storm (want ≥ 5 SIGHUP, ≥ 2 answered CLI reloads, ≥ 8 in all)", storm)
 		}
 		if bad := cont.rec.failures(); len(bad) > 0 {
 			t.Errorf("%d failed requests during the reload storm:%s", len(bad), describe(bad, 5))
