@@ -36,14 +36,17 @@ var placements = []struct {
 // exits 0 without starting HAProxy and says why, as a child and as PID 1 of
 // a PID namespace. Before the handler moved into earlysignal's init, the
 // same signal was dropped by the kernel (PID 1) or ended the process with
-// code 2 and no log line.
+// code 2 and no log line. HAProxy answers its -vv probe 300 ms late here,
+// so that a test starved by a loaded machine still signals before HAProxy
+// could start.
 func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
 				dir := t.TempDir()
 				cfg := newConfig(t, startBackend(t))
-				args := supervisorArgs(dir, fastFlags, h.command(t, dir), "-f", cfg.write(t, dir))
+				slow := writeSlowStartWrapper(t, h, dir, 300*time.Millisecond)
+				args := supervisorArgs(dir, fastFlags, slow, "-f", cfg.write(t, dir))
 				s := startCommandWith(t, dir, procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()}, args)
 				l, ok := s.awaitRaw(earlyInit, 10*time.Second)
 				if !ok {
@@ -74,7 +77,7 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 
 // writeSlowStartWrapper writes a script that hapsuper runs as "haproxy": it
 // waits delay, as a large configuration would, and then execs HAProxy
-// (same pid: the master).
+// (same pid: the master). hapsuper's -vv probe waits as well.
 func writeSlowStartWrapper(t *testing.T, h haproxyVersion, dir string, delay time.Duration) string {
 	t.Helper()
 	path := filepath.Join(dir, "haproxy-slow-start.sh")
