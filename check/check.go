@@ -117,7 +117,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 func (r Report) WriteText(w io.Writer) error {
 	subjectWidth := len("SUBJECT")
 	for _, row := range r.Rows {
-		subjectWidth = max(subjectWidth, min(len(row.Subject), 32))
+		subjectWidth = max(subjectWidth, min(len(row.Subject), 40))
 	}
 	line := func(st, area, subject, detail string) string {
 		return fmt.Sprintf("%-4s  %-10s  %-*s  %s", st, area, subjectWidth, subject, detail)

@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/conf"
@@ -105,14 +105,11 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 func serverVersion(ctx context.Context, client kubernetes.Interface) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	body, err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	v, err := discovery.ToServerVersionInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
 	if err != nil {
 		return "", err
 	}
-	var v struct {
-		GitVersion string `json:"gitVersion"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil || v.GitVersion == "" {
+	if v.GitVersion == "" {
 		return "(version unknown)", nil
 	}
 	return v.GitVersion, nil

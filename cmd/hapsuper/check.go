@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/hapsuper/hapsuper/check"
@@ -35,11 +34,10 @@ func checkFlags() []conf.Flag {
 
 // checkCommand runs the preflight with run's flags and environment.
 func checkCommand(args []string, stdout, stderr io.Writer) int {
-	args, asJSON, err := cutJSONFlag(args)
-	if err != nil {
-		return usageFailed(stderr, "check", fmt.Errorf("check: %w", err))
-	}
-	s, err := conf.Parse(args, os.Getenv)
+	var asJSON bool
+	s, err := conf.ParseWith(args, os.Getenv, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, jsonFlag.Name, false, jsonFlag.Meaning)
+	})
 	var usage *conf.UsageError
 	var report check.Report
 	switch {
@@ -64,26 +62,4 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return report.ExitCode()
-}
-
-// cutJSONFlag takes --json (or --json=<bool>) out of the flags before a
-// literal --, which belong to run's parser otherwise.
-func cutJSONFlag(args []string) (rest []string, asJSON bool, err error) {
-	for i, a := range args {
-		if a == "--" {
-			return append(rest, args[i:]...), asJSON, nil
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != jsonFlag.Name {
-			rest = append(rest, a)
-			continue
-		}
-		asJSON = true
-		if hasValue {
-			if asJSON, err = strconv.ParseBool(value); err != nil {
-				return nil, false, fmt.Errorf("invalid value %q for flag --json: use true or false", value)
-			}
-		}
-	}
-	return rest, asJSON, nil
 }
