@@ -437,3 +437,24 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// auto says what it picks and why: kube-proxy when nodes can be listed and
+// this node's healthz answers; endpointslices (a WARN) otherwise, and then
+// neither the node grant nor kube-proxy is checked.
+func TestRun_AutoPicks(t *testing.T) {
+	c := newCluster(t)
+	r := c.run(t, settings(t, gracefulCfg, "--routing", "auto", "--kube-proxy-healthz-port", c.healthzPort(t)))
+	want(t, r, AreaRouting, "mode", OK, "auto picks kube-proxy")
+	want(t, r, AreaKubeProxy, "node n1", OK, "IPv4 last sync")
+	if code := r.ExitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+
+	c.healthz.Close() // this node's kube-proxy does not answer
+	r = c.run(t, settings(t, gracefulCfg, "--routing", "auto", "--kube-proxy-healthz-port", c.healthzPort(t)))
+	want(t, r, AreaRouting, "mode", Warn, "auto picks endpointslices: kube-proxy healthz of node n1")
+	want(t, r, AreaKubeProxy, "-", Skip, "routing endpointslices")
+	if rows := find(r, AreaGrants, "list nodes"); len(rows) > 0 {
+		t.Errorf("auto on endpointslices checked the node grant: %+v", rows)
+	}
+}
