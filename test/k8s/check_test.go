@@ -232,5 +232,10 @@ func TestCheck_RealCluster(t *testing.T) {
 		c := e.checkUntil(t, pod, good, "grants", "watch endpointslices", "denied")
 		c.want(t, 2, "grants", "watch endpointslices.discovery.k8s.io", "FAIL",
 			"grant watch endpointslices.discovery.k8s.io to the pod's service account (deploy/overlays/endpointslices/rbac.yaml)")
+		text := e.runCheck(t, pod, abrupt, false)
+		t.Logf("hapsuper check, watch on endpointslices removed, frontend without idle-close-on-response:\n%s", text.out)
+		if text.code != 2 {
+			t.Errorf("text run: exit %d, want 2", text.code)
+		}
 	})
 }
