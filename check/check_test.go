@@ -362,6 +362,39 @@ func TestRun_APIServerUnreachable(t *testing.T) {
 	want(t, r, AreaPaths, "-", Skip, "apiserver unreachable")
 }
 
+// An apiserver that accepts connections and never answers is a FAIL row
+// once the API timeout has passed, not a hang.
+func TestRun_APIServerSilent(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // accepts and holds every connection until the test ends
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { <-done; conn.Close() }()
+		}
+	}()
+	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "https://" + l.Addr().String(), Timeout: apiTimeout})
+	c := newCluster(t)
+	start := time.Now()
+	r := Run(context.Background(), Input{Settings: settings(t, gracefulCfg, "--routing", "endpointslices"),
+		Getenv: func(k string) string { return c.env[k] }, Client: client})
+	if took := time.Since(start); took > apiTimeout+2*time.Second {
+		t.Errorf("check took %v against a silent apiserver, want about %v", took, apiTimeout)
+	}
+	want(t, r, AreaRouting, "apiserver", Fail, "unreachable")
+	if code := r.ExitCode(); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+}
+
 // The frontend without idle-close-on-response is named; an ignored
 // frontend says so.
 func TestRun_ConfigRows(t *testing.T) {
