@@ -411,7 +411,7 @@ frontend probes
 `
 	r := Run(context.Background(), NewInput(settings(t, cfg, "--routing", "off", "--ignore-frontends", "probes"), nil))
 	want(t, r, AreaConfig, "frontend api", Warn, "add `option idle-close-on-response` to defaults or frontend api")
-	want(t, r, AreaConfig, "frontend probes", OK, "ignored (--ignore-frontends)")
+	want(t, r, AreaConfig, "frontend probes", OK, "ignored (--ignore-frontends): soft stop closes idle keep-alive connections")
 	want(t, r, AreaConfig, "frontend web", OK, "http, counted")
 	if code := r.ExitCode(); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
@@ -433,8 +433,8 @@ func TestHAProxyParse(t *testing.T) {
 	os.WriteFile(good, []byte(gracefulCfg), 0o644)
 	os.WriteFile(bad, []byte(gracefulCfg+"    bogus-keyword\n"), 0o644)
 	var r Report
-	haproxyParse(context.Background(), &r, haproxy, []string{good})
-	haproxyParse(context.Background(), &r, haproxy, []string{bad})
+	haproxyParse(context.Background(), &r, []string{haproxy, "-f", good})
+	haproxyParse(context.Background(), &r, []string{haproxy, "-f", bad})
 	if len(r.Rows) != 2 || r.Rows[0].Status != OK || r.Rows[1].Status != Fail || !strings.Contains(r.Rows[1].Detail, "unknown keyword 'bogus-keyword'") {
 		t.Errorf("rows %+v: want OK, then FAIL naming the unknown keyword", r.Rows)
 	}

@@ -26,7 +26,7 @@ func configRows(ctx context.Context, r *Report, s conf.Settings) {
 		return
 	}
 	r.add(AreaConfig, "files", OK, strings.Join(files, ", "), "")
-	haproxyParse(ctx, r, s.HAProxy[0], files)
+	haproxyParse(ctx, r, s.HAProxy)
 
 	in, err := conf.Inspect(files, s)
 	if err != nil {
@@ -62,15 +62,19 @@ func configRows(ctx context.Context, r *Report, s conf.Settings) {
 	hardStop(r, s, in, warned)
 }
 
-// softStop says how the soft stop ends a frontend's connections.
+// softStop says how the soft stop ends a frontend's connections. An
+// ignored frontend (probes, stats) gets no inspection warning: its row says
+// what it has.
 func softStop(fe conf.Frontend) string {
 	switch {
 	case fe.Mode != "http":
 		return "soft stop leaves established connections to finish"
-	case fe.IdleBound > 0:
-		return fmt.Sprintf("soft stop is graceful (idle-close-on-response); idle connections end within %v", fe.IdleBound)
+	case !fe.Graceful:
+		return "soft stop closes idle keep-alive connections (no idle-close-on-response)"
+	case fe.IdleBound == 0:
+		return "soft stop is graceful (idle-close-on-response); nothing ends an idle connection before the hard stop"
 	}
-	return "soft stop is graceful (idle-close-on-response)"
+	return fmt.Sprintf("soft stop is graceful (idle-close-on-response); idle connections end within %v", fe.IdleBound)
 }
 
 // hardStop is the row of hard-stop-after against the stop budget, and of
@@ -105,19 +109,18 @@ func splitFix(w string) (detail, fix string) {
 	return w[:i], w[i+2:]
 }
 
-// haproxyParse runs `haproxy -c` on the files when the binary is here.
-func haproxyParse(ctx context.Context, r *Report, binary string, files []string) {
-	path, err := exec.LookPath(binary)
+// haproxyParse runs HAProxy's command with -c (check the configuration
+// and exit) when its binary is here: the user's own arguments, so that -C,
+// -L and the files after -- read as they will at start.
+func haproxyParse(ctx context.Context, r *Report, argv []string) {
+	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		r.add(AreaConfig, "haproxy -c", Skip, fmt.Sprintf("skipped: no HAProxy binary %q here", binary), "")
+		r.add(AreaConfig, "haproxy -c", Skip, fmt.Sprintf("skipped: no HAProxy binary %q here", argv[0]), "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, haproxyCheckTimeout)
 	defer cancel()
-	args := []string{"-c"}
-	for _, f := range files {
-		args = append(args, "-f", f)
-	}
+	args := append([]string{"-c"}, argv[1:]...)
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
