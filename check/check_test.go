@@ -430,8 +430,11 @@ func TestHAProxyParse(t *testing.T) {
 	}
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.cfg"), filepath.Join(dir, "bad.cfg")
-	os.WriteFile(good, []byte(gracefulCfg), 0o644)
-	os.WriteFile(bad, []byte(gracefulCfg+"    bogus-keyword\n"), 0o644)
+	for f, cfg := range map[string]string{good: gracefulCfg, bad: gracefulCfg + "    bogus-keyword\n"} {
+		if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var r Report
 	haproxyParse(context.Background(), &r, []string{haproxy, "-f", good})
 	haproxyParse(context.Background(), &r, []string{haproxy, "-f", bad})

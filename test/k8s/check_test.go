@@ -146,8 +146,11 @@ func TestCheck_RealCluster(t *testing.T) {
 	}
 	good := filepath.Join(dir, "good.cfg")
 	abrupt := filepath.Join(dir, "abrupt.cfg")
-	os.WriteFile(good, fmt.Appendf(nil, haproxyCfg, pod.IP, pod.Name), 0o644)
-	os.WriteFile(abrupt, fmt.Appendf(nil, strings.Replace(haproxyCfg, "    option idle-close-on-response\n", "", 1), pod.IP, pod.Name), 0o644)
+	for f, tmpl := range map[string]string{good: haproxyCfg, abrupt: strings.Replace(haproxyCfg, "    option idle-close-on-response\n", "", 1)} {
+		if err := os.WriteFile(f, fmt.Appendf(nil, tmpl, pod.IP, pod.Name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	t.Run("all OK", func(t *testing.T) {
 		c := e.checkUntil(t, pod, good, "paths", "default/web (IPv4)", "routed here in the API")
