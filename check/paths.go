@@ -35,7 +35,7 @@ func pathRows(ctx context.Context, r *Report, client kubernetes.Interface, id ro
 		if p.Withdrawn {
 			state = "withdrawn in the API already"
 		}
-		r.add(AreaPaths, p.Service+" ("+p.Family+")", OK, fmt.Sprintf("lists the pod, %s: %s", state, p.Why), "")
+		r.add(AreaPaths, p.Service+" ("+p.Family+")", OK, fmt.Sprintf("EndpointSlice %s lists the pod, %s: %s", strings.Join(p.Slices, ", "), state, p.Why), "")
 	}
 	if len(sv.Paths) == 0 {
 		r.add(AreaPaths, "-", Warn, "no EndpointSlice of a Service kube-proxy programs lists the pod: a drain has nothing to observe and ends unverified",

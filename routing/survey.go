@@ -32,8 +32,9 @@ type Survey struct {
 type SurveyPath struct {
 	Service   string // namespace/name
 	Family    string // IPv4 or IPv6
-	Withdrawn bool   // withdrawn in the API already (the pod is not ready)
-	Why       string // what the verdict rests on
+	Slices    []string // the EndpointSlices that list the pod, sorted
+	Withdrawn bool     // withdrawn in the API already (the pod is not ready)
+	Why       string   // what the verdict rests on
 }
 
 // SurveyPod lists the namespace's EndpointSlices and Services and gets the
@@ -77,7 +78,14 @@ func SurveyPod(ctx context.Context, client kubernetes.Interface, id Identity, po
 	defer o.mu.Unlock()
 	var s Survey
 	for k, p := range o.watch.paths {
-		s.Paths = append(s.Paths, SurveyPath{Service: ns + "/" + k.service, Family: string(k.family), Withdrawn: p.withdrawn, Why: p.why})
+		sp := SurveyPath{Service: ns + "/" + k.service, Family: string(k.family), Withdrawn: p.withdrawn, Why: p.why}
+		for name, sl := range o.watch.slices {
+			if sl.Labels[labelServiceName] == k.service && sl.AddressType == k.family && o.lists(sl) {
+				sp.Slices = append(sp.Slices, name)
+			}
+		}
+		slices.Sort(sp.Slices)
+		s.Paths = append(s.Paths, sp)
 	}
 	sortPaths(s.Paths)
 	s.Unobserved = o.unobserved()

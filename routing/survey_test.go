@@ -66,6 +66,10 @@ func TestSurveyPodAgreesWithObserver(t *testing.T) {
 			var got []string
 			for _, p := range sv.Paths {
 				got = append(got, fmt.Sprintf("%s %s %v %s", p.Service, p.Family, p.Withdrawn, p.Why))
+				// Every case's IPv4 slice is web-a, its IPv6 one web-b.
+				if want := map[string]string{"IPv4": "web-a", "IPv6": "web-b"}[p.Family]; !slices.Equal(p.Slices, []string{want}) {
+					t.Errorf("%s %s: slices %q, want [%s]", p.Service, p.Family, p.Slices, want)
+				}
 			}
 			if !slices.Equal(got, tt.paths) {
 				t.Errorf("paths %q, want %q", got, tt.paths)
