@@ -68,13 +68,13 @@ func grantRows(ctx context.Context, r *Report, client kubernetes.Interface, id r
 		case err != nil:
 			r.add(AreaGrants, g.String(), Fail, "cannot ask: "+err.Error(), "check that the apiserver answers SelfSubjectAccessReviews")
 		case allowed:
-			r.add(AreaGrants, g.String(), OK, "allowed in "+where+": "+g.why, "")
+			r.add(AreaGrants, g.String(), OK, "allowed in "+where+"; needed for "+g.why, "")
 		default:
 			st := Fail
 			if g.optional {
 				st = Warn
 			}
-			detail := "denied in " + where + ": " + g.why + " cannot be read"
+			detail := "denied in " + where + "; needed for " + g.why
 			if g.verb == "create" {
 				detail = "denied in " + where + ": " + g.why + " is not posted (the drain is unaffected)"
 			}
