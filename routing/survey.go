@@ -30,8 +30,8 @@ type Survey struct {
 
 // SurveyPath is one Service and address family whose slices list the pod.
 type SurveyPath struct {
-	Service   string // namespace/name
-	Family    string // IPv4 or IPv6
+	Service   string   // namespace/name
+	Family    string   // IPv4 or IPv6
 	Slices    []string // the EndpointSlices that list the pod, sorted
 	Withdrawn bool     // withdrawn in the API already (the pod is not ready)
 	Why       string   // what the verdict rests on
