@@ -196,9 +196,11 @@ func (d *Drain) stop(now time.Time, r Reason, detail string) {
 }
 
 // pending lists the conditions that do not hold at now, for a bound result.
+// Unverified routing does not hold a drain, but a bound drain names it too:
+// the detail must not read as if routing had been observed withdrawn.
 func (d *Drain) pending(now time.Time) string {
 	var p []string
-	if !routingMet(d.routing) {
+	if !routingMet(d.routing) || d.routing.State == RoutingUnverified {
 		p = append(p, "routing: "+routingDetail(d.routing))
 	}
 	if !d.q.met(now, d.withdrawn()) || !d.q.readable(now) {

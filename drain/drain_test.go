@@ -97,6 +97,23 @@ func TestRoutingUnverifiedLetsQuietDecide(t *testing.T) {
 	r.wantEnd(sec(2), ReasonUnverified, "no EndpointSlice lists the pod")
 }
 
+// Routing that cannot be fully observed and clients that never go quiet:
+// the drain ends at the bound, and its detail names the unverified routing
+// beside the quiet condition, so that it does not read as observed.
+func TestRoutingUnverifiedNamedAtBound(t *testing.T) {
+	r := serving(t, settings)
+	r.route(0, RoutingUnverified, "list nodes: connection refused")
+	r.poll(0, w(100, 0))
+	r.stop(sec(1))
+	n := uint64(0)
+	for off := sec(1.1); off <= sec(20.6); off += poll {
+		n++
+		r.want(off, r.poll(off, w(100, n)), None)
+	}
+	r.want(sec(21), r.d.Tick(at(sec(21))), SoftStop)
+	r.wantEnd(sec(21), ReasonBound, "routing: unverified (list nodes: connection refused); quiet: last request 0.4s ago")
+}
+
 // A second stop request is refused and restarts nothing: times stay, and the
 // drain ends QuietPeriod after the first request.
 func TestSecondStopRequestChangesNothing(t *testing.T) {

@@ -2,6 +2,9 @@ package k8s_test
 
 import (
 	"context"
+	"net/netip"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +48,11 @@ func TestDrain_APIServerKilled(t *testing.T) {
 		if _, ok := a.log.Wait("routing path withdrawn in the API", nil, 5*time.Second, a.done); !ok {
 			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.log.Tail(20))
 		}
+		// The premise is that the kube-proxies have the change: wait until
+		// no node's rules hold web-a (a kube-proxy's watch can lag ours by
+		// seconds on a loaded machine; killed earlier, node1 kept routing to
+		// web-a and the drain rightly ran to the bound).
+		waitRulesWithout(t, e.h.Nodes(), a.IP, 10*time.Second)
 		killAPIServer(t, e)
 		a.sigterm(t)
 		r := a.afterStop(t, tr, false)
@@ -69,6 +77,32 @@ func (p *hapPod) deleteOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.deletedAt = time.Now()
+}
+
+// waitRulesWithout waits (bounded) until no node's kube-proxy nftables table
+// holds ip.
+func waitRulesWithout(t *testing.T, nodes []*k8stest.Node, ip netip.Addr, bound time.Duration) {
+	t.Helper()
+	// An address in a rule is followed by a space, "/" or "," (sets, chain
+	// names), never by a digit: 10.251.16.2 must not match 10.251.16.20.
+	re := regexp.MustCompile(regexp.QuoteMeta(ip.String()) + `([^0-9]|$)`)
+	began := time.Now()
+	for _, n := range nodes {
+		for {
+			out, err := exec.Command("ip", "netns", "exec", n.NetNS, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+			if err != nil {
+				t.Fatalf("list node %s's kube-proxy rules: %v: %s", n.Name, err, out)
+			}
+			if !re.Match(out) {
+				break
+			}
+			if time.Since(began) > bound {
+				t.Fatalf("node %s's kube-proxy still routes to %s %v after the delete", n.Name, ip, bound)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Logf("no node's rules hold %s, %v after hapsuper saw the withdrawal", ip, time.Since(began).Round(time.Millisecond))
 }
 
 func killAPIServer(t *testing.T, e *drainEnv) {
