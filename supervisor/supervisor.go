@@ -176,9 +176,12 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 		code = l.run(ctx, sigs, obs, events)
 		return nil
 	}, func(error) { cancel() })
+	l.pace = newPace()
 	p := &poller{
 		cli:      runtimeapi.New(l.settings.MasterSocket, cliTimeout),
 		interval: l.settings.PollInterval,
+		serving:  servingPollInterval,
+		pace:     l.pace.ch,
 		ignore:   set(l.settings.IgnoreFrontends),
 		graceful: l.graceful,
 		now:      time.Now,
