@@ -9,7 +9,6 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
-	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/status"
 )
 
@@ -25,10 +24,9 @@ type loop struct {
 	master   int
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
-	mode     routing.Mode
-	routing  routingObserver // nil when routing is off
-	announce *announcer      // nil when routing is off
-	pace     *pace           // the poller's rate; nil in tests that run no poller
+	mode     string  // the routing mode, for status
+	routing  Routing // nil when routing is off
+	pace     *pace   // the poller's rate; nil in tests that run no poller
 
 	podGraceSeen bool          // the pod's own grace period was applied to the deadline
 	lastRouting  drain.Routing // for logging its changes
@@ -179,8 +177,8 @@ func (l *loop) step() {
 		if st.Reason == drain.ReasonBound || st.Reason == drain.ReasonUnavailable || st.Reason == drain.ReasonUnverified {
 			l.log.Warn("drain could not observe everything", "reason", string(st.Reason), "detail", st.Detail)
 		}
-		if l.announce != nil {
-			l.announce.drainEnded(st)
+		if l.routing != nil {
+			l.routing.DrainEnded(st)
 		}
 		l.log.Info("soft stop", "pid", l.master)
 		l.signalMaster(syscall.SIGUSR1)

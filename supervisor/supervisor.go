@@ -36,7 +36,6 @@ import (
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/metrics"
-	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -49,13 +48,16 @@ const cliTimeout = time.Second
 
 // Supervisor runs one HAProxy master for the life of the process.
 type Supervisor struct {
-	settings conf.Settings
-	log      *slog.Logger
+	settings    conf.Settings
+	log         *slog.Logger
+	openRouting OpenRouting // nil: routing off
 }
 
-// New returns a Supervisor for validated settings.
-func New(s conf.Settings, log *slog.Logger) *Supervisor {
-	return &Supervisor{settings: s, log: log}
+// New returns a Supervisor for validated settings. openRouting builds the
+// routing observation (routing.Open behind an adapter); nil runs with
+// routing off.
+func New(s conf.Settings, log *slog.Logger, openRouting OpenRouting) *Supervisor {
+	return &Supervisor{settings: s, log: log, openRouting: openRouting}
 }
 
 // Run starts HAProxy and supervises it until the master exits. It returns
@@ -71,9 +73,11 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if err != nil {
 		return ExitConfig, err
 	}
-	rs, err := newRouting(s, sv.log)
-	if err != nil {
-		return ExitConfig, err
+	mode, rt := routingOff, Routing(nil)
+	if sv.openRouting != nil {
+		if mode, rt, err = sv.openRouting(s, sv.log); err != nil {
+			return ExitConfig, err
+		}
 	}
 	notify := supportsNotify(ctx, path)
 
@@ -85,7 +89,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		sv.log.Warn("cannot become child subreaper: orphans may stay zombies", "err", err)
 	}
 
-	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, rs.mode)})
+	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, mode)})
 	srv, err := status.Listen(s.StatusSocket, board, sv.log.With("component", "status"))
 	if err != nil {
 		return ExitConfig, err
@@ -128,12 +132,11 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		master:   master,
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
-		mode:     rs.mode,
+		mode:     mode,
+		routing:  rt,
 	}
-	if rs.observer != nil {
-		l.routing = rs.observer
-		l.announce = rs.announce
-		actors = append(actors, routingActor(rs.observer, sv.log.With("component", "supervisor")), rs.announce.run)
+	if rt != nil {
+		actors = append(actors, rt.Run)
 	}
 	return l.runGroup(ctx, sigs, srv, nl, actors)
 }
@@ -284,7 +287,7 @@ func gracefulFrontends(insp conf.Inspection) map[string]bool {
 	return m
 }
 
-func statusSettings(s conf.Settings, mode routing.Mode) status.Settings {
+func statusSettings(s conf.Settings, mode string) status.Settings {
 	return status.Settings{
 		GracePeriod:          status.Duration(s.GracePeriod),
 		QuietPeriod:          status.Duration(s.QuietPeriod),
@@ -292,6 +295,6 @@ func statusSettings(s conf.Settings, mode routing.Mode) status.Settings {
 		MaxWait:              status.Duration(s.MaxWait),
 		Margin:               status.Duration(s.Margin),
 		PollInterval:         status.Duration(s.PollInterval),
-		Routing:              string(mode),
+		Routing:              mode,
 	}
 }
