@@ -69,9 +69,10 @@ func newObserver(cfg Config, client kubernetes.Interface, clk clock.WithTicker, 
 		log:    log.With("component", "routing"),
 		kick:   make(chan struct{}, 1),
 		watch: watchState{
-			services: map[string]*corev1.Service{},
-			slices:   map[string]*discovery.EndpointSlice{},
-			paths:    map[pathKey]*path{},
+			services:  map[string]*corev1.Service{},
+			slices:    map[string]*discovery.EndpointSlice{},
+			byService: map[string][]*discovery.EndpointSlice{},
+			paths:     map[pathKey]*path{},
 		},
 	}, nil
 }
