@@ -32,12 +32,15 @@ type Observer struct {
 	log    *slog.Logger
 	kick   chan struct{} // StopRequested asks Run for a round now
 
-	mu       sync.Mutex
-	synced   bool      // the slice and Service watches delivered their initial lists
-	stopAt   time.Time // zero until the drain starts
-	watch    watchState
-	nodes    map[string]*nodeState // nil until the node list is read
-	nodesErr string                // why the node list could not be read
+	mu        sync.Mutex
+	synced    bool      // the slice and Service watches delivered their initial lists
+	stopAt    time.Time // zero until the drain starts
+	watch     watchState
+	nodes     map[string]*nodeState // nil until the node list is read
+	nodesErr  string                // why the node list could not be read
+	leftNodes map[string]string     // node → why it left the set (deleted, NotReady)
+	listedAt  time.Time             // when the node list was last read
+	conns     *connSet              // open healthz connections, per node address
 }
 
 // New builds an Observer on the real clock and network. client may be nil
@@ -59,13 +62,20 @@ func newObserver(cfg Config, client kubernetes.Interface, clk clock.WithTicker, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	addrs, _ := cfg.Identity.addrs()
+	conns := &connSet{}
+	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
+	// At most Concurrency idle connections: a small cluster's nodes keep
+	// theirs between rounds, a thousand pending nodes do not each hold one
+	// (two goroutines and their buffers, ~20 MB per thousand).
+	hc.Transport.(*http.Transport).MaxIdleConns = cfg.Concurrency
 	return &Observer{
 		cfg:    cfg,
 		rule:   rule{minSync: cfg.MinSyncPeriod, allowance: cfg.SyncAllowance, lag: cfg.lag()},
 		match:  matcher{podName: cfg.Identity.PodName, addrs: addrs},
 		client: client,
 		clock:  clk,
-		http:   newHealthzClient(dial, cfg.RequestTimeout/2),
+		http:   hc,
+		conns:  conns,
 		log:    log.With("component", "routing"),
 		kick:   make(chan struct{}, 1),
 		watch: watchState{

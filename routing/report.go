@@ -123,6 +123,7 @@ func (o *Observer) kubeProxyVerdict(api string) drain.Routing {
 		}
 	}
 	total := len(names)
+	api += o.leftDetail()
 	switch {
 	case len(pending) > 0:
 		return drain.Routing{State: drain.RoutingPending, PendingNodes: len(pending), Detail: fmt.Sprintf(
