@@ -27,7 +27,8 @@
 // docs/rollout-timeline.svg (and a PNG beside it), and prints the table. A
 // smoke run writes them to $TMPDIR/hapsuper-rollout-smoke/ instead. Other
 // flags select parts (-strategies, -patterns, -kube-proxy live|frozen,
-// -fanout-nodes, -slices, -throughput-rounds; see -help).
+// -fanout-nodes, -slices, -throughput-rounds; see -help); -fanout-only runs
+// part 2 alone, without a cluster.
 //
 // With -soak N it runs only the soak (soak.go): for each client pattern,
 // hapsuper strategy and live kube-proxy unless -strategies and -kube-proxy
