@@ -124,9 +124,18 @@ func EnvName(flagName string) string {
 // HAProxy's command, binary first. -h or --help returns flag.ErrHelp; a
 // command line that cannot be read returns a *UsageError.
 func Parse(args []string, getenv func(string) string) (Settings, error) {
+	return ParseWith(args, getenv, nil)
+}
+
+// ParseWith is Parse for a command that takes run's flags and its own:
+// extra, when not nil, defines them on the flag set before parsing.
+func ParseWith(args []string, getenv func(string) string, extra func(*flag.FlagSet)) (Settings, error) {
 	flagArgs, command, hasCommand := splitCommand(args)
 	s := defaults()
 	fs := newFlagSet(&s)
+	if extra != nil {
+		extra(fs)
+	}
 	fromEnv, envErr := applyEnv(fs, getenv)
 	if err := ParseFlags(fs, flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

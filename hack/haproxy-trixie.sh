@@ -43,40 +43,7 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
 fi
 
-# debian_mirror prints the first URI of an enabled "deb" source whose suite
-# is a Debian release name (not a -security or -updates pocket): that is the
-# Debian archive mirror apt uses. One-line *.list entries and deb822
-# *.sources stanzas are both read.
-debian_mirror() {
-	releases='^(buster|bullseye|bookworm|trixie|forky|sid|oldstable|stable|testing|unstable)$'
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -f "$f" ] || continue
-		# deb [options] URI suite components...
-		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v re="$releases" '
-			!found && $1 == "deb" && $3 ~ re { print $2; found = 1 }'
-	done
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		awk -v re="$releases" '
-			function flush() {
-				if (!found && types ~ /(^| )deb( |$)/ && enabled != "no") {
-					n = split(suites, s, " ")
-					for (i = 1; i <= n; i++) if (!found && s[i] ~ re) { split(uris, u, " "); print u[1]; found = 1 }
-				}
-				types = ""; uris = ""; suites = ""; enabled = ""
-			}
-			/^[ \t]*#/ { next }
-			/^[ \t]*$/ { flush(); next }
-			{ key = tolower($1); sub(/:$/, "", key); $1 = ""; sub(/^ +/, "") }
-			key == "types" { types = $0 }
-			key == "uris" { uris = $0 }
-			key == "suites" { suites = $0 }
-			key == "enabled" { enabled = tolower($0) }
-			END { flush() }' "$f"
-	done
-}
-
-mirror=$(debian_mirror | sed -n 1p)
+mirror=$(sh "$(dirname "$0")/debian-mirror.sh")
 if [ -z "$mirror" ]; then
 	echo "haproxy-trixie.sh: found no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/ (need a 'deb' source for a Debian release such as bookworm)" >&2
 	exit 1

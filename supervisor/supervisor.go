@@ -50,7 +50,8 @@ const cliTimeout = time.Second
 type Supervisor struct {
 	settings    conf.Settings
 	log         *slog.Logger
-	openRouting OpenRouting // nil: routing off
+	openRouting OpenRouting    // nil: routing off
+	sigs        chan os.Signal // caught since the process started (earlysignal), or nil
 }
 
 // New returns a Supervisor for validated settings. openRouting builds the
@@ -60,11 +61,26 @@ func New(s conf.Settings, log *slog.Logger, openRouting OpenRouting) *Supervisor
 	return &Supervisor{settings: s, log: log, openRouting: openRouting}
 }
 
+// WithSignals has Run read its signals from sigs, a channel that has been
+// catching them since before the settings were read (earlysignal.Caught):
+// a stop signal found there when HAProxy is about to start ends hapsuper
+// without starting it; one that arrives later starts the drain as usual.
+func (sv *Supervisor) WithSignals(sigs chan os.Signal) *Supervisor {
+	sv.sigs = sigs
+	return sv
+}
+
 // Run starts HAProxy and supervises it until the master exits. It returns
 // the code the process must exit with; a non-nil error says why it is not 0
 // when hapsuper itself failed (config, start).
 func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	s := sv.settings
+	sigs := sv.sigs
+	if sigs == nil {
+		sigs = make(chan os.Signal, 32)
+	}
+	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
+	defer signal.Stop(sigs)
 	path, err := resolve(s.HAProxy[0])
 	if err != nil {
 		return exitCodeOf(err), err
@@ -82,9 +98,6 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	notify := supportsNotify(ctx, path)
 
 	// From here on, every child is waited for by reapAll only.
-	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
-	defer signal.Stop(sigs)
 	if err := becomeSubreaper(); err != nil {
 		sv.log.Warn("cannot become child subreaper: orphans may stay zombies", "err", err)
 	}
@@ -117,6 +130,10 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	}
 	argv := s.Command(notify)
 	argv[0] = path
+	if sig, ok := stopBeforeStart(sigs, signalSet(s.StopSignals)); ok {
+		sv.log.Info("stop requested before HAProxy started: exiting without starting it", "signal", conf.SignalName(sig))
+		return 0, nil
+	}
 	master, err := startMaster(path, argv, env)
 	if err != nil {
 		return exitCodeOf(err), err
@@ -241,6 +258,25 @@ func watchedSignals(stops []syscall.Signal) []os.Signal {
 		out = append(out, s)
 	}
 	return out
+}
+
+// stopBeforeStart takes the signals that arrived before HAProxy started and
+// returns the first that would have stopped it: a stop signal, or one that
+// stops HAProxy at once (SIGINT, SIGQUIT, SIGTERM or SIGUSR1 when they are
+// not stop signals). A reload (SIGHUP, SIGUSR2) is moot, HAProxy reads its
+// configuration as it starts, and a SIGCHLD is no child of the loop's yet.
+func stopBeforeStart(sigs <-chan os.Signal, stops map[syscall.Signal]bool) (syscall.Signal, bool) {
+	for {
+		select {
+		case sig := <-sigs:
+			s := sig.(syscall.Signal)
+			if stops[s] || s == syscall.SIGINT || s == syscall.SIGQUIT || s == syscall.SIGTERM || s == syscall.SIGUSR1 {
+				return s, true
+			}
+		default:
+			return 0, false
+		}
+	}
 }
 
 func signalSet(sigs []syscall.Signal) map[syscall.Signal]bool {

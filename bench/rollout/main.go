@@ -272,12 +272,20 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 	}
 	if o.soak > 0 {
 		rows, err := r.runSoak(ctx, o.soak)
-		if err != nil {
+		if err != nil && len(rows) == 0 {
 			return err
 		}
 		flags := fmt.Sprintf("-soak %d -kube-proxy %s", o.soak, o.proxyStates)
 		table := soakReport(rows, o.soak, flags, o.grace, time.Since(began), o.smoke)
-		if err := writeFile(o.results, table); err != nil {
+		if err != nil {
+			// The rows done so far are kept, marked as a run that stopped.
+			table += fmt.Sprintf("\n**The run stopped before its last row:** %v\n", err)
+		}
+		if werr := writeFile(o.results, table); werr != nil {
+			return werr
+		}
+		if err != nil {
+			r.printf("\n%s\nwrote the rows done to %s\n", table, o.results)
 			return err
 		}
 		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))

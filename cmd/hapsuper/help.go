@@ -56,6 +56,14 @@ func commands() []command {
 			run:     demoCommand,
 		},
 		{
+			name:    "check",
+			args:    "[flags] [--json] [-- haproxy-binary [haproxy args...]]",
+			summary: "check, before a rollout, what a drain would observe here: config, grants, routing, kube-proxy",
+			about:   checkAbout,
+			flags:   checkFlags,
+			run:     checkCommand,
+		},
+		{
 			name:    "version",
 			summary: "print hapsuper's version",
 			about:   "Prints hapsuper's version.",

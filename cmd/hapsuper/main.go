@@ -21,6 +21,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/supervisor"
+	"github.com/hapsuper/hapsuper/supervisor/earlysignal"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -32,13 +33,19 @@ func main() {
 
 // run picks the command named by the first argument; without one (no
 // arguments, or a flag first) it is run, with the overview as its help.
+// Signals have been caught since the process started (earlysignal): the
+// commands that supervise nothing give them back their default action.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return runCommand("", args, stdout, stderr)
 	}
 	c, ok := lookupCommand(args[0])
 	if !ok {
+		earlysignal.Release()
 		return unknownCommand(args[0], stderr)
+	}
+	if c.name != "run" && c.name != "demo" {
+		earlysignal.Release()
 	}
 	return c.run(args[1:], stdout, stderr)
 }
@@ -83,7 +90,7 @@ func parseRun(name string, args []string, stdout, stderr io.Writer) (s conf.Sett
 func supervise(s conf.Settings, stderr io.Writer) int {
 	log := newLogger(stderr, s.LogFormat, s.LogLevel)
 	log.Info("hapsuper starting", "version", versionString(), "settings", s)
-	code, err := supervisor.New(s, log, openRouting).Run(context.Background())
+	code, err := supervisor.New(s, log, openRouting).WithSignals(earlysignal.Caught()).Run(context.Background())
 	if err != nil {
 		log.Error("hapsuper failed", "err", err, "code", code)
 	}

@@ -1,10 +1,12 @@
-// Package image_test checks the Dockerfile at the root of the module without
-// a container runtime: BuildKit's own parser reads it, the tests check what
-// the image will run against conf's defaults, and run_test.go runs the same
-// command line against the HAProxy installed on this machine.
+// Package image_test checks the Dockerfile at the root of the module:
+// BuildKit's own parser reads it, the tests check what the image will run
+// against conf's defaults, run_test.go runs the same command line against
+// the HAProxy installed on this machine, and archive_test.go reads back the
+// image that hack/image.sh built from it (buildah, stand-in bases) as an
+// OCI archive.
 //
-// It must not build an image nor need a registry: neither is reachable here.
-// What it cannot see is that the pinned base tags exist.
+// It must not build an image nor need a registry: no registry is reachable
+// here. What it cannot see is that the pinned base tags exist.
 package image_test
 
 import (

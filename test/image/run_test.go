@@ -199,10 +199,17 @@ type process struct {
 
 func start(t *testing.T, argv, env []string, uid, gid int) *process {
 	t.Helper()
+	return startIn(t, "", "/", argv, env, uid, gid)
+}
+
+// startIn runs argv as uid:gid in the working directory dir, chrooted into
+// root unless root is empty.
+func startIn(t *testing.T, root, dir string, argv, env []string, uid, gid int) *process {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true}
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

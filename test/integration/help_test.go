@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,6 +56,7 @@ func TestHelp_EveryCommandPrintsItsFlags(t *testing.T) {
 		{"run", runFlags},
 		{"demo", runFlags},
 		{"status", []string{"socket", "json", "watch", "interval"}},
+		{"check", append(slices.Clone(runFlags), "json")},
 		{"version", nil},
 		{"help", nil},
 	} {
@@ -106,6 +108,7 @@ func TestHelp_BadFlagOrCommandSuggests(t *testing.T) {
 		{[]string{"run", "--grace", "20s"}, []string{"did you mean --grace-period?", "hapsuper run --help"}},
 		{[]string{"demo", "--quiet", "1s"}, []string{"did you mean --quiet-period?", "hapsuper demo --help"}},
 		{[]string{"status", "--jsn"}, []string{"did you mean --json?", "hapsuper status --help"}},
+		{[]string{"check", "--jsn"}, []string{"did you mean --json?", "hapsuper check --help"}},
 		{[]string{"version", "--json"}, []string{"unknown flag --json", "hapsuper version --help"}},
 		{[]string{"stauts"}, []string{`unknown command "stauts": did you mean status?`, "hapsuper help"}},
 		{[]string{"help", "verison"}, []string{"did you mean version?", "hapsuper help"}},

@@ -10,11 +10,17 @@ import (
 	"time"
 )
 
-// orphans is how many orphan processes the wrapper leaves behind.
-const orphans = 200
+// orphans is how many orphan processes the wrapper leaves behind, each
+// sleeping orphanSleep: long enough that the first are still alive when the
+// last are made on a loaded machine (making 200 took 7 s once at load 13,
+// when each slept 2 s and only 46 were seen at once).
+const (
+	orphans     = 200
+	orphanSleep = 8
+)
 
 // writeOrphanWrapper writes a script that hapsuper runs as "haproxy": it
-// leaves orphans (each subshell backgrounds a `sleep 2` and exits, so the
+// leaves orphans (each subshell backgrounds a `sleep orphanSleep` and exits, so the
 // sleep loses its parent) and then execs HAProxy with its arguments.
 func writeOrphanWrapper(t *testing.T, h haproxyVersion, dir string) string {
 	t.Helper()
@@ -22,11 +28,11 @@ func writeOrphanWrapper(t *testing.T, h haproxyVersion, dir string) string {
 	script := fmt.Sprintf(`#!/bin/sh
 i=0
 while [ $i -lt %d ]; do
-  (sleep 2 &)
+  (sleep %d &)
   i=$((i+1))
 done
 exec %s "$@"
-`, orphans, h.command(t, dir))
+`, orphans, orphanSleep, h.command(t, dir))
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatalf("write the orphan wrapper: %v", err)
 	}
@@ -90,7 +96,7 @@ func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
 		if hpid == 0 {
 			t.Fatalf("no hapsuper child of unshare (pid %d)", s.pid)
 		}
-		most := watchOrphans(hpid, 10*time.Second)
+		most := watchOrphans(hpid, (orphanSleep+10)*time.Second)
 		s.waitReady(cfg.webAddr())
 		t.Logf("hapsuper is pid %d on the host; at most %d of %d orphan sleeps were its children at once", hpid, most, orphans)
 		if most < orphans/4 {
@@ -120,7 +126,7 @@ func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
 		cfg := newConfig(t, startBackend(t))
 		wrapper := writeOrphanWrapper(t, h, dir)
 		s := startCommand(t, dir, nil, supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir)))
-		most := watchOrphans(s.pid, 10*time.Second)
+		most := watchOrphans(s.pid, (orphanSleep+10)*time.Second)
 		s.waitReady(cfg.webAddr())
 		t.Logf("at most %d of %d orphan sleeps were hapsuper's children at once", most, orphans)
 		if most < orphans/4 {

@@ -85,6 +85,21 @@ func startSupervisor(t *testing.T, h haproxyVersion, dir, cfg string, flags ...s
 // unshare, or nothing).
 func startCommand(t *testing.T, dir string, prefix, args []string) *supervisor {
 	t.Helper()
+	return startCommandWith(t, dir, procOptions{prefix: prefix}, args)
+}
+
+// procOptions say how startCommandWith runs hapsuper.
+type procOptions struct {
+	prefix []string             // a wrapper such as unshare, or nothing
+	env    []string             // added to the test's environment
+	attr   *syscall.SysProcAttr // namespaces to start it in, or nil
+}
+
+// startCommandWith runs hapsuper with args as o says, and stops it, and
+// whatever it left, when the test ends.
+func startCommandWith(t *testing.T, dir string, o procOptions, args []string) *supervisor {
+	t.Helper()
+	prefix := o.prefix
 	bin := hapsuperBin(t)
 	s := &supervisor{
 		t: t, dir: dir,
@@ -96,6 +111,10 @@ func startCommand(t *testing.T, dir string, prefix, args []string) *supervisor {
 	}
 	argv := append(append(append([]string{}, prefix...), bin), args...)
 	s.cmd = exec.Command(argv[0], argv[1:]...)
+	if len(o.env) > 0 {
+		s.cmd.Env = append(os.Environ(), o.env...)
+	}
+	s.cmd.SysProcAttr = o.attr
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatalf("pipe for hapsuper's stderr: %v", err)
@@ -204,6 +223,27 @@ func (s *supervisor) awaitLog(msg string, timeout time.Duration) (logLine, bool)
 		s.mu.Unlock()
 		if l, ok := s.findLog(msg); ok {
 			return l, true
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return logLine{}, false
+		}
+	}
+}
+
+// awaitRaw waits, at most timeout, for the first line that starts with
+// prefix, JSON or not (the Go runtime's own traces are plain text).
+func (s *supervisor) awaitRaw(prefix string, timeout time.Duration) (logLine, bool) {
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		for _, l := range s.logs() {
+			if strings.HasPrefix(l.raw, prefix) {
+				return l, true
+			}
 		}
 		select {
 		case <-ch:

@@ -225,9 +225,9 @@ func TestRewrittenPipelinesRepeat(t *testing.T) {
 			needs: filepath.Join(trixie, "usr/sbin/haproxy"),
 		},
 		{
-			file: "hack/haproxy-trixie.sh", text: "mirror=$(debian_mirror | sed -n 1p)",
-			// The function's definition, taken from the script, then the line.
-			run:   `eval "$(sed -n '/^debian_mirror() {$/,/^}$/p' hack/haproxy-trixie.sh)"; mirror=$(debian_mirror | sed -n 1p); [ -n "$mirror" ]`,
+			file: "hack/debian-mirror.sh", text: "} | sed -n 1p",
+			// The whole script, as haproxy-trixie.sh and image.sh call it.
+			run:   `mirror=$(sh hack/debian-mirror.sh); [ -n "$mirror" ]`,
 			needs: "/etc/apt",
 		},
 	} {

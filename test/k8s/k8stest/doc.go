@@ -17,10 +17,10 @@
 //
 //	host         hs<pid>_<seq>h  10.250.s.1/24 (apiserver listens here)
 //	fabric ns    bridge br0 joining the host veth and every node veth
-//	node i ns    eth0 10.250.s.(10+i)/24, pods 10.251.i.0/24, ip_forward=1,
+//	node i ns    eth0 10.250.s.(10+i)/24, pods 10.251.16i.0/20, ip_forward=1,
 //	             routes to the other nodes' pod ranges over the bridge,
 //	             pod traffic to non-pods masqueraded (the host has no pod routes)
-//	pod ns       eth0 10.251.i.k/32, default route to its node (proxy ARP)
+//	pod ns       eth0 an address of its node's /20 as /32, default route to its node (proxy ARP)
 //
 // Everything a harness creates is removed by t.Cleanup, on failure too; a
 // harness started after a crashed run removes that run's namespaces,

@@ -110,9 +110,15 @@ func (h *Harness) addNode(ctx context.Context, i int) (*Node, error) {
 // clusterCIDR holds every node's pod range.
 const clusterCIDR = "10.251.0.0/16"
 
+// podCIDR is node i's pod range, a /20 (4,093 pods: a soak of 100 drains
+// for each of 6 client patterns creates ~300 pods per node, more than a /24
+// holds; addresses are never reused within a run). Nodes are 1 to 9.
 func podCIDR(i int) netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 251, byte(i), 0}), 24)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 251, byte(i * 16), 0}), 20)
 }
+
+// podHosts is how many pod addresses a node's range gives after the gateway.
+const podHosts = 1<<(32-20) - 2
 
 func (h *Harness) createNodeObject(ctx context.Context, n *Node) error {
 	obj := &corev1.Node{

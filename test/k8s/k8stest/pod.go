@@ -59,14 +59,12 @@ func (h *Harness) AddPod(t testing.TB, node int, name string, labels map[string]
 	n.nextPod++
 	host := n.nextPod
 	h.mu.Unlock()
-	if host > 254 {
-		t.Fatalf("k8stest: AddPod %s: node %s has no addresses left", name, n.Name)
+	if host > podHosts {
+		t.Fatalf("k8stest: AddPod %s: node %s has no addresses left (%d pods made)", name, n.Name, podHosts-1)
 	}
-	a := n.PodCIDR.Addr().As4()
-	a[3] = byte(host)
 	p := &Pod{
 		Name: name, Namespace: PodNamespace, Node: n,
-		IP:    netip.AddrFrom4(a),
+		IP:    podAddr(n.PodCIDR, host),
 		NetNS: fmt.Sprintf("%s-n%d-p%d", h.prefix, n.index, host),
 	}
 	h.mu.Lock()
@@ -93,6 +91,14 @@ func (h *Harness) AddPod(t testing.TB, node int, name string, labels map[string]
 		t.Fatalf("k8stest: create Pod %s: %v", name, err)
 	}
 	return p
+}
+
+// podAddr is the host-th address of a node's pod range.
+func podAddr(cidr netip.Prefix, host int) netip.Addr {
+	a := cidr.Addr().As4()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	v += uint32(host)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // makeNetwork gives the pod eth0 with its /32 address, a default route to

@@ -1,0 +1,87 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hapsuper/hapsuper/conf"
+)
+
+// Input is what a check looks at: the settings `run` would take, the
+// environment (the pod's downward-API variables), and a Kubernetes client
+// built as `run` builds it.
+type Input struct {
+	Settings conf.Settings
+	Getenv   func(string) string
+	// Client is nil when there are no credentials; ClientErr says why.
+	Client    kubernetes.Interface
+	ClientErr error
+}
+
+// apiTimeout bounds each API call of a check.
+const apiTimeout = 5 * time.Second
+
+// Run checks everything and returns the rows. It takes at most a few
+// API timeouts plus one healthz round; it never panics on what the cluster
+// answers.
+func Run(ctx context.Context, in Input) Report {
+	var r Report
+	configRows(ctx, &r, in.Settings)
+	settingsRow(&r, in.Settings)
+	clusterRows(ctx, &r, in)
+	return r
+}
+
+// SettingsFailed is the report of settings that `run` refuses: one FAIL
+// row with the error, which says what to change.
+func SettingsFailed(err error) Report {
+	var r Report
+	r.add(AreaSettings, "flags and environment", Fail, err.Error(), "change the flag or HAPSUPER_* variable the error names")
+	return r
+}
+
+// settingsRow shows the drain's times; Parse has already checked that they
+// fit together (quiet period within max wait, max wait within the budget).
+func settingsRow(r *Report, s conf.Settings) {
+	r.add(AreaSettings, "times", OK, fmt.Sprintf(
+		"grace-period %v − margin %v = stop budget %v; max-wait %v; quiet-period %v, %v once routing is withdrawn",
+		s.GracePeriod, s.Margin, s.Budget(), s.MaxWait.Round(time.Millisecond), s.QuietPeriod, s.WithdrawnQuietPeriod), "")
+}
+
+// NewInput reads the settings' credentials as `run` does (--kubeconfig,
+// else the pod's service account), with every request bounded by
+// apiTimeout. Without credentials Client is nil and ClientErr says why.
+func NewInput(s conf.Settings, getenv func(string) string) Input {
+	in := Input{Settings: s, Getenv: getenv}
+	if s.Routing == conf.RoutingOff {
+		return in
+	}
+	var cfg *rest.Config
+	var err error
+	if s.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+		if err != nil {
+			err = fmt.Errorf("read kubeconfig %s: %w", s.Kubeconfig, err)
+		}
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		in.ClientErr = err
+		return in
+	}
+	cfg.UserAgent = "hapsuper-check"
+	cfg.Timeout = apiTimeout
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		in.ClientErr = fmt.Errorf("build a Kubernetes client: %w", err)
+		return in
+	}
+	in.Client = client
+	return in
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/hapsuper/hapsuper/check"
+	"github.com/hapsuper/hapsuper/conf"
+)
+
+// checkAbout is check's help paragraph.
+const checkAbout = "Checks, before a rollout, what a drain would be able to observe where hapsuper runs: the\n" +
+	"HAProxy configuration, the settings, the pod's identity, the grants of the routing mode,\n" +
+	"the Services and paths that route to the pod, and every node's kube-proxy healthz. Run it\n" +
+	"in the pod (kubectl exec <pod> -- hapsuper check) or with --kubeconfig and the same flags\n" +
+	"and environment as run. Each row is OK, WARN or FAIL with the one thing to change.\n" +
+	"Exits 0 when every row is OK, 1 with warnings, 2 with failures."
+
+// jsonFlag is check's own flag; the others are run's.
+var jsonFlag = conf.Flag{Name: "json", Bool: true, Meaning: "print the rows as JSON, for machines"}
+
+// checkFlags are run's flags and --json, sorted by name.
+func checkFlags() []conf.Flag {
+	flags := append(conf.RunFlags(), jsonFlag)
+	slices.SortFunc(flags, func(a, b conf.Flag) int { return strings.Compare(a.Name, b.Name) })
+	return flags
+}
+
+// checkCommand runs the preflight with run's flags and environment.
+func checkCommand(args []string, stdout, stderr io.Writer) int {
+	var asJSON bool
+	s, err := conf.ParseWith(args, os.Getenv, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, jsonFlag.Name, false, jsonFlag.Meaning)
+	})
+	var usage *conf.UsageError
+	var report check.Report
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c, _ := lookupCommand("check")
+		writeHelp(stdout, c)
+		return 0
+	case errors.As(err, &usage):
+		return usageFailed(stderr, "check", fmt.Errorf("check: %w", err))
+	case err != nil:
+		report = check.SettingsFailed(err)
+	default:
+		report = check.Run(context.Background(), check.NewInput(s, os.Getenv))
+	}
+	if asJSON {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hapsuper: check: write the report: %v\n", err)
+		return 2
+	}
+	return report.ExitCode()
+}

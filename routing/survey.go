@@ -1,0 +1,179 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// A survey is the observer's judgement of the pod's routing made once, from
+// one list of the namespace's EndpointSlices and Services and one read of
+// the pod, for a preflight check (`hapsuper check`). The objects go through
+// the observer's own handlers, so the paths and the paths not observed are
+// what a drain would start from.
+
+// Survey is what the observer would see of this pod's routing now.
+type Survey struct {
+	Paths      []SurveyPath // Services and families whose slices list the pod, sorted
+	Unobserved []string     // paths kube-proxy does not carry, as a drain's detail names them
+}
+
+// SurveyPath is one Service and address family whose slices list the pod.
+type SurveyPath struct {
+	Service   string   // namespace/name
+	Family    string   // IPv4 or IPv6
+	Slices    []string // the EndpointSlices that list the pod, sorted
+	Withdrawn bool     // withdrawn in the API already (the pod is not ready)
+	Why       string   // what the verdict rests on
+}
+
+// SurveyPod lists the namespace's EndpointSlices and Services and gets the
+// pod, and judges them as the observer does. pod is the pod as read (its
+// own fields are checked by the caller too). Each call is bounded by ctx.
+func SurveyPod(ctx context.Context, client kubernetes.Interface, id Identity, pod *corev1.Pod) (Survey, error) {
+	o, err := newObserver(Config{Mode: ModeEndpointSlices, Identity: id}, client, clock.RealClock{}, (&net.Dialer{}).DialContext, nil)
+	if err != nil {
+		return Survey{}, err
+	}
+	ns := id.Namespace
+	// ResourceVersion "0": served from the apiserver's cache, as the
+	// informers' first list is.
+	sliceList, err := client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return Survey{}, fmt.Errorf("list endpointslices in namespace %s: %w", ns, err)
+	}
+	services, err := client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return Survey{}, fmt.Errorf("list services in namespace %s: %w", ns, err)
+	}
+	feed := func(apply func(any, bool, time.Time), obj any) {
+		if t, err := o.trim(obj); err == nil {
+			o.handlers(apply).OnAdd(t, true)
+		}
+	}
+	for i := range services.Items {
+		feed(o.applyService, &services.Items[i])
+	}
+	for i := range sliceList.Items {
+		feed(o.applySlice, &sliceList.Items[i])
+	}
+	if pod != nil {
+		t, err := trim(pod.DeepCopy())
+		if err == nil {
+			o.handlers(o.applyPod).OnAdd(t, true)
+		}
+	}
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var s Survey
+	for k, p := range o.watch.paths {
+		sp := SurveyPath{Service: ns + "/" + k.service, Family: string(k.family), Withdrawn: p.withdrawn, Why: p.why}
+		for name, sl := range o.watch.slices {
+			if sl.Labels[labelServiceName] == k.service && sl.AddressType == k.family && o.lists(sl) {
+				sp.Slices = append(sp.Slices, name)
+			}
+		}
+		slices.Sort(sp.Slices)
+		s.Paths = append(s.Paths, sp)
+	}
+	sortPaths(s.Paths)
+	s.Unobserved = o.unobserved()
+	return s, nil
+}
+
+func sortPaths(ps []SurveyPath) {
+	slices.SortFunc(ps, func(a, b SurveyPath) int {
+		return strings.Compare(a.Service+" "+a.Family, b.Service+" "+b.Family)
+	})
+}
+
+// NodeHealth is what one node's kube-proxy healthz said.
+type NodeHealth struct {
+	Node string
+	Addr string // host:port asked; empty when the node has no InternalIP
+	// Err says why the answer is of no use to a drain: unreachable, not
+	// kube-proxy healthz, no per-family status. Empty when it is.
+	Err string
+	// Pending: it accepted the connection and did not answer in time (a
+	// frozen kube-proxy); a drain holds such a node pending.
+	Pending bool
+	// Families: the age of the last rule sync per address family, in the
+	// node's clock (currentTime − lastUpdated), and whether it is healthy.
+	Families []FamilySync
+}
+
+// FamilySync is one family's status in a kube-proxy healthz answer.
+type FamilySync struct {
+	Family  string // IPv4 or IPv6
+	Age     time.Duration
+	Healthy bool
+}
+
+// ProbeKubeProxies lists the nodes, as the kube-proxy mode does, and asks
+// each node's kube-proxy healthz once, at most DefaultConcurrency at a time,
+// each request bounded by DefaultRequestTimeout. The error is the node
+// list's.
+func ProbeKubeProxies(ctx context.Context, client kubernetes.Interface, port int) ([]NodeHealth, error) {
+	return probeKubeProxies(ctx, client, port, (&net.Dialer{}).DialContext)
+}
+
+func probeKubeProxies(ctx context.Context, client kubernetes.Interface, port int, dial dialFunc) ([]NodeHealth, error) {
+	if port == 0 {
+		port = DefaultHealthzPort
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	o := &Observer{cfg: Config{RequestTimeout: DefaultRequestTimeout}, clock: clock.RealClock{}, http: newHealthzClient(dial, DefaultRequestTimeout/2)}
+	defer o.http.CloseIdleConnections()
+	out := make([]NodeHealth, len(list.Items))
+	sem := make(chan struct{}, DefaultConcurrency)
+	var wg sync.WaitGroup
+	for i := range list.Items {
+		node := &list.Items[i]
+		out[i] = NodeHealth{Node: node.Name}
+		ip := internalIP(node)
+		if !ip.IsValid() {
+			out[i].Err = "node has no InternalIP to reach kube-proxy at"
+			continue
+		}
+		out[i].Addr = net.JoinHostPort(ip.String(), strconv.Itoa(port))
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = o.probeNode(ctx, out[i])
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b NodeHealth) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+// probeNode asks one node's healthz and fills n from the answer.
+func (o *Observer) probeNode(ctx context.Context, n NodeHealth) NodeHealth {
+	h, _, _, err := o.fetchHealthz(ctx, n.Addr)
+	if err != nil {
+		n.Err = err.Error()
+		if pe, ok := err.(*pollError); ok {
+			n.Pending = pe.pending
+		}
+		return n
+	}
+	for fam, f := range h.families {
+		n.Families = append(n.Families, FamilySync{Family: string(fam), Age: h.currentTime.Sub(f.lastUpdated), Healthy: f.healthy})
+	}
+	slices.SortFunc(n.Families, func(a, b FamilySync) int { return strings.Compare(a.Family, b.Family) })
+	return n
+}
