@@ -29,8 +29,9 @@
 //     frontends must see no new connection (requests on open connections do
 //     not count where the soft stop is graceful). At most the quiet period.
 //   - HAPSUPER_POLL_INTERVAL (--poll-interval, default 100ms, at least 10ms):
-//     how often HAProxy's counters are read over the master CLI. Must be less
-//     than the quiet period.
+//     how often HAProxy's counters are read over the master CLI while HAProxy
+//     starts and from the stop request on; while it serves, every second
+//     (or this interval when longer). Must be less than the quiet period.
 //   - HAPSUPER_IGNORE_FRONTENDS (--ignore-frontends, default none): a comma
 //     separated list of frontends whose traffic does not reset the quiet period
 //     (probes, stats). Every name must exist in the configuration.

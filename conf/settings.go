@@ -94,7 +94,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long is quiet (at most quiet-period)")
 	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop; the soft stop keeps the rest of grace-period − margin")
 	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
-	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read (at least 10ms)")
+	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read while starting and draining (at least 10ms); every 1s while serving")
 	fs.Var(listValue{&s.IgnoreFrontends}, "ignore-frontends", "comma separated frontends whose traffic does not count (probes, stats)")
 	fs.StringVar(&s.MasterSocket, "master-socket", s.MasterSocket, "HAProxy master CLI socket (-S); the HAProxy command's own -S wins")
 	fs.StringVar(&s.StatusSocket, "status-socket", s.StatusSocket, "hapsuper's status socket")

@@ -49,7 +49,9 @@
 // # Confirmation by kube-proxy (ModeKubeProxy)
 //
 // After the stop request, once the API says withdrawn everywhere, every
-// node's kube-proxy must show, per family the pod is listed in, a sync that
+// node's kube-proxy must show (nodes listed in pages, and read again while
+// one has not confirmed, so that deleted and NotReady nodes leave the set,
+// named in the detail: nodes.go), per family the pod is listed in, a sync that
 // provably holds the change received at R (the latest R of the family's
 // paths). kube-proxy's /healthz (1.33+) gives status.<family>.lastUpdated,
 // the completion of its last successful sync, and currentTime, both in the

@@ -97,6 +97,7 @@ func (o *Observer) hold(r drain.Routing, from, now time.Time) drain.Routing {
 // ModeKubeProxy: every node confirmed → withdrawn; any node pending →
 // pending; otherwise unverified, naming the nodes not observed.
 func (o *Observer) kubeProxyVerdict(api string) drain.Routing {
+	api += o.leftDetail()
 	switch {
 	case o.stopAt.IsZero():
 		return drain.Routing{State: drain.RoutingPending, Detail: api + "; kube-proxy is asked once the stop is requested"}

@@ -3,16 +3,12 @@ package routing
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // confirmRound asks every node not yet confirmed, once, if the drain has
@@ -25,6 +21,9 @@ func (o *Observer) confirmRound(ctx context.Context) {
 	o.mu.Unlock()
 	if !ready || (!listed && !o.listNodes(ctx)) {
 		return
+	}
+	if listed && o.relistDue() {
+		o.listNodes(ctx) // a failure keeps the set read before
 	}
 	o.mu.Lock()
 	targets := o.targets()
@@ -77,42 +76,10 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 	n.record(h, sent, received, o.rule.allowance)
 	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
+		// Not asked again unless a later withdrawal needs it: its idle
+		// connection (buffers, two goroutines) would stay until exit.
+		o.conns.close(n.addr)
 	}
-}
-
-// listNodes reads the nodes whose kube-proxy must confirm, once per
-// observer; a failure is retried on the next round.
-func (o *Observer) listNodes(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, nodeListTimeout)
-	defer cancel()
-	// ResourceVersion "0": served from the API server's cache.
-	list, err := o.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		o.log.Warn("node list failed", "err", err)
-		o.mu.Lock()
-		o.nodesErr = "list nodes: " + err.Error()
-		if apierrors.IsForbidden(err) {
-			o.nodesErr += " (kube-proxy mode needs a ClusterRole with list on nodes)"
-		}
-		o.mu.Unlock()
-		return false
-	}
-	nodes := make(map[string]*nodeState, len(list.Items))
-	for i := range list.Items {
-		node := &list.Items[i]
-		n := &nodeState{name: node.Name, syncs: map[discovery.AddressType]*syncFacts{}}
-		if ip := internalIP(node); ip.IsValid() {
-			n.addr = net.JoinHostPort(ip.String(), strconv.Itoa(o.cfg.HealthzPort))
-		} else {
-			n.problem = &pollError{msg: "node has no InternalIP to reach kube-proxy at"}
-		}
-		nodes[node.Name] = n
-	}
-	o.log.Info("nodes listed for kube-proxy confirmation", "nodes", len(nodes))
-	o.mu.Lock()
-	o.nodes, o.nodesErr = nodes, ""
-	o.mu.Unlock()
-	return true
 }
 
 // internalIP is the node's first IPv4 InternalIP, else its first IPv6 one.

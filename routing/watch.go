@@ -33,11 +33,16 @@ type path struct {
 type watchState struct {
 	services map[string]*corev1.Service
 	slices   map[string]*discovery.EndpointSlice // by slice name
-	paths    map[pathKey]*path
-	grace    *int64 // the pod's deletionGracePeriodSeconds
-	watchErr string // the last error of a watch that has not synced
-	podSeen  bool   // the pod watch delivered the pod
-	podPaths []string
+	// byService indexes slices by their kubernetes.io/service-name: an
+	// event re-judges its Service from that Service's slices alone, not
+	// from a scan of the namespace's (O(slices of the Service) per event,
+	// where the scan was O(N), and O(N²) for the initial list).
+	byService map[string][]*discovery.EndpointSlice
+	paths     map[pathKey]*path
+	grace     *int64 // the pod's deletionGracePeriodSeconds
+	watchErr  string // the last error of a watch that has not synced
+	podSeen   bool   // the pod watch delivered the pod
+	podPaths  []string
 	// unproxied: Service → why, for Services kube-proxy does not program
 	// whose slices listed the pod (see unobserved.go). Kept for the pod's
 	// life: DNS clients and other proxies may hold the address for longer
@@ -52,10 +57,10 @@ func (o *Observer) sliceEvent(name string, s *discovery.EndpointSlice, now time.
 	touched := map[string]bool{}
 	if old := st.slices[name]; old != nil {
 		touched[old.Labels[labelServiceName]] = true
-		delete(st.slices, name)
+		st.unindex(name, old)
 	}
 	if s != nil && proxiedSlice(s) {
-		st.slices[name] = s
+		st.index(name, s)
 		touched[s.Labels[labelServiceName]] = true
 	} else if s != nil && s.Labels[labelServiceName] != "" && o.lists(s) {
 		o.unproxiedPath(s.Labels[labelServiceName], unproxiedWhy(s))
@@ -63,6 +68,26 @@ func (o *Observer) sliceEvent(name string, s *discovery.EndpointSlice, now time.
 	for svc := range touched {
 		o.reevaluate(svc, now)
 	}
+}
+
+// index records a proxied slice under its name and its Service (a list:
+// a Service has a few slices, and a list costs a fraction of a map).
+func (st *watchState) index(name string, s *discovery.EndpointSlice) {
+	st.slices[name] = s
+	svc := s.Labels[labelServiceName]
+	st.byService[svc] = append(st.byService[svc], s)
+}
+
+// unindex forgets the slice that index recorded as s.
+func (st *watchState) unindex(name string, s *discovery.EndpointSlice) {
+	delete(st.slices, name)
+	svc := s.Labels[labelServiceName]
+	list := slices.DeleteFunc(st.byService[svc], func(x *discovery.EndpointSlice) bool { return x == s })
+	if len(list) == 0 {
+		delete(st.byService, svc)
+		return
+	}
+	st.byService[svc] = list
 }
 
 // serviceEvent applies one Service event received at now. svc is nil for a
@@ -90,13 +115,7 @@ func (o *Observer) reevaluate(service string, now time.Time) {
 		}
 		return
 	}
-	var slices []*discovery.EndpointSlice
-	for _, s := range st.slices {
-		if s.Labels[labelServiceName] == service {
-			slices = append(slices, s)
-		}
-	}
-	verdicts := judgeService(svc, slices, o.match, o.cfg.Identity.NodeName)
+	verdicts := judgeService(svc, st.byService[service], o.match, o.cfg.Identity.NodeName)
 	for k, p := range st.paths {
 		if _, listed := verdicts[k.family]; k.service == service && !listed {
 			why := "endpoint removed from the EndpointSlices"

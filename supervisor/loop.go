@@ -9,7 +9,6 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
-	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/status"
 )
 
@@ -25,9 +24,9 @@ type loop struct {
 	master   int
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
-	mode     routing.Mode
-	routing  routingObserver // nil when routing is off
-	announce *announcer      // nil when routing is off
+	mode     string  // the routing mode, for status
+	routing  Routing // nil when routing is off
+	pace     *pace   // the poller's rate; nil in tests that run no poller
 
 	podGraceSeen bool          // the pod's own grace period was applied to the deadline
 	lastRouting  drain.Routing // for logging its changes
@@ -64,9 +63,26 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 		if !l.exited {
 			l.step()
 		}
-		l.publish()
+		l.setPace(l.publish(), tick)
 	}
 	return l.exitCode
+}
+
+// setPace polls the master CLI and ticks fast until HAProxy serves and its
+// workers were read, and from the stop request on; slowly while it serves.
+func (l *loop) setPace(phase drain.Phase, tick *time.Ticker) {
+	if l.pace == nil {
+		return
+	}
+	fast := phase != drain.Serving || len(l.lastObs.sample.Workers) == 0
+	if !l.pace.set(fast) {
+		return
+	}
+	if fast {
+		tick.Reset(l.settings.PollInterval)
+	} else {
+		tick.Reset(max(servingPollInterval, l.settings.PollInterval))
+	}
 }
 
 func (l *loop) onSignal(sig syscall.Signal) {
@@ -161,8 +177,8 @@ func (l *loop) step() {
 		if st.Reason == drain.ReasonBound || st.Reason == drain.ReasonUnavailable || st.Reason == drain.ReasonUnverified {
 			l.log.Warn("drain could not observe everything", "reason", string(st.Reason), "detail", st.Detail)
 		}
-		if l.announce != nil {
-			l.announce.drainEnded(st)
+		if l.routing != nil {
+			l.routing.DrainEnded(st)
 		}
 		l.log.Info("soft stop", "pid", l.master)
 		l.signalMaster(syscall.SIGUSR1)
@@ -237,7 +253,8 @@ func (l *loop) killGroup() {
 	}
 }
 
-func (l *loop) publish() {
+// publish hands the state to status and metrics and returns the phase.
+func (l *loop) publish() drain.Phase {
 	now := l.now()
 	st := l.drain.Status(now)
 	snap := status.Snapshot{
@@ -256,6 +273,7 @@ func (l *loop) publish() {
 		snap.Workers = append(snap.Workers, status.Worker{PID: w.PID, Old: w.Old, Sessions: w.Sessions, Requests: w.Requests, Connections: w.Connections})
 	}
 	l.board.Publish(snap)
+	return st.Phase
 }
 
 // softStopRetry is how long a worker may take to report Stopping after a

@@ -13,18 +13,35 @@ type sampler interface {
 	Sample(ctx context.Context) (runtimeapi.Sample, error)
 }
 
-// poller reads HAProxy's counters every interval and hands each result to
-// the loop. It never decides anything: a failed poll is an observation too.
+// servingPollInterval is how often the master CLI is read while HAProxy
+// serves and no drain is under way: enough for health, status and metrics.
+// Each reading costs the master a few CLI round trips (show proc, then each
+// worker's counters); at --poll-interval for the pod's whole life it was
+// 2-3 % of a core at idle. The baseline a drain needs is taken at the stop
+// request, and quiet is proved by readings taken after it, at --poll-interval.
+const servingPollInterval = time.Second
+
+// poller reads HAProxy's counters and hands each result to the loop. It
+// never decides anything: a failed poll is an observation too.
+//
+// It reads every interval while fast, every serving while slow; the loop
+// sets the pace (fast until HAProxy serves, and from the stop request on). A
+// switch to fast polls at once: the first reading after the stop request is
+// taken then, not up to serving later.
 type poller struct {
 	cli      sampler
-	interval time.Duration
+	interval time.Duration   // fast
+	serving  time.Duration   // slow
+	pace     <-chan bool     // true: fast; the latest value counts
 	ignore   map[string]bool // frontends whose traffic does not count
 	graceful map[string]bool // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful)
 	now      func() time.Time
 }
 
-// run polls until ctx ends. Each poll is bounded by the client's timeout.
+// run polls until ctx ends, fast until the loop says otherwise. Each poll
+// is bounded by the client's timeout.
 func (p *poller) run(ctx context.Context, out chan<- observation) error {
+	fast := true
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
 	for {
@@ -36,12 +53,60 @@ func (p *poller) run(ctx context.Context, out chan<- observation) error {
 		case <-ctx.Done():
 			return nil
 		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
+		if !p.wait(ctx, tick, &fast) {
 			return nil
 		}
 	}
+}
+
+// wait returns when the next poll is due: at the tick, or at once when the
+// pace turns fast. It returns false when ctx ends.
+func (p *poller) wait(ctx context.Context, tick *time.Ticker, fast *bool) bool {
+	for {
+		select {
+		case <-tick.C:
+			return true
+		case f := <-p.pace:
+			if f == *fast {
+				continue
+			}
+			*fast = f
+			if !f {
+				tick.Reset(p.slow())
+				continue
+			}
+			tick.Reset(p.interval)
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// slow is the serving interval, never faster than the fast one.
+func (p *poller) slow() time.Duration { return max(p.serving, p.interval) }
+
+// pace is the poller's rate as the loop sets it; the channel holds the
+// latest setting. Only the loop calls set.
+type pace struct {
+	ch   chan bool
+	fast bool
+}
+
+func newPace() *pace { return &pace{ch: make(chan bool, 1), fast: true} }
+
+// set asks for fast (true) or slow polling; a repeated value sends nothing.
+func (p *pace) set(fast bool) bool {
+	if fast == p.fast {
+		return false
+	}
+	p.fast = fast
+	select {
+	case <-p.ch: // drop a setting the poller has not taken yet
+	default:
+	}
+	p.ch <- fast
+	return true
 }
 
 // observation is a poll as the loop consumes it: the drain's view and the

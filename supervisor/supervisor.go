@@ -36,7 +36,6 @@ import (
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/metrics"
-	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -49,14 +48,17 @@ const cliTimeout = time.Second
 
 // Supervisor runs one HAProxy master for the life of the process.
 type Supervisor struct {
-	settings conf.Settings
-	log      *slog.Logger
-	sigs     chan os.Signal // caught since the process started (earlysignal), or nil
+	settings    conf.Settings
+	log         *slog.Logger
+	openRouting OpenRouting    // nil: routing off
+	sigs        chan os.Signal // caught since the process started (earlysignal), or nil
 }
 
-// New returns a Supervisor for validated settings.
-func New(s conf.Settings, log *slog.Logger) *Supervisor {
-	return &Supervisor{settings: s, log: log}
+// New returns a Supervisor for validated settings. openRouting builds the
+// routing observation (routing.Open behind an adapter); nil runs with
+// routing off.
+func New(s conf.Settings, log *slog.Logger, openRouting OpenRouting) *Supervisor {
+	return &Supervisor{settings: s, log: log, openRouting: openRouting}
 }
 
 // WithSignals has Run read its signals from sigs, a channel that has been
@@ -87,9 +89,11 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if err != nil {
 		return ExitConfig, err
 	}
-	rs, err := newRouting(s, sv.log)
-	if err != nil {
-		return ExitConfig, err
+	mode, rt := routingOff, Routing(nil)
+	if sv.openRouting != nil {
+		if mode, rt, err = sv.openRouting(s, sv.log); err != nil {
+			return ExitConfig, err
+		}
 	}
 	notify := supportsNotify(ctx, path)
 
@@ -98,7 +102,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		sv.log.Warn("cannot become child subreaper: orphans may stay zombies", "err", err)
 	}
 
-	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, rs.mode)})
+	board := status.NewBoard(status.Snapshot{Phase: drain.Starting, Settings: statusSettings(s, mode)})
 	srv, err := status.Listen(s.StatusSocket, board, sv.log.With("component", "status"))
 	if err != nil {
 		return ExitConfig, err
@@ -145,12 +149,11 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		master:   master,
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
-		mode:     rs.mode,
+		mode:     mode,
+		routing:  rt,
 	}
-	if rs.observer != nil {
-		l.routing = rs.observer
-		l.announce = rs.announce
-		actors = append(actors, routingActor(rs.observer, sv.log.With("component", "supervisor")), rs.announce.run)
+	if rt != nil {
+		actors = append(actors, rt.Run)
 	}
 	return l.runGroup(ctx, sigs, srv, nl, actors)
 }
@@ -193,9 +196,12 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 		code = l.run(ctx, sigs, obs, events)
 		return nil
 	}, func(error) { cancel() })
+	l.pace = newPace()
 	p := &poller{
 		cli:      runtimeapi.New(l.settings.MasterSocket, cliTimeout),
 		interval: l.settings.PollInterval,
+		serving:  servingPollInterval,
+		pace:     l.pace.ch,
 		ignore:   set(l.settings.IgnoreFrontends),
 		graceful: l.graceful,
 		now:      time.Now,
@@ -317,7 +323,7 @@ func gracefulFrontends(insp conf.Inspection) map[string]bool {
 	return m
 }
 
-func statusSettings(s conf.Settings, mode routing.Mode) status.Settings {
+func statusSettings(s conf.Settings, mode string) status.Settings {
 	return status.Settings{
 		GracePeriod:          status.Duration(s.GracePeriod),
 		QuietPeriod:          status.Duration(s.QuietPeriod),
@@ -325,6 +331,6 @@ func statusSettings(s conf.Settings, mode routing.Mode) status.Settings {
 		MaxWait:              status.Duration(s.MaxWait),
 		Margin:               status.Duration(s.Margin),
 		PollInterval:         status.Duration(s.PollInterval),
-		Routing:              string(mode),
+		Routing:              mode,
 	}
 }

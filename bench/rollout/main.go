@@ -27,7 +27,8 @@
 // docs/rollout-timeline.svg (and a PNG beside it), and prints the table. A
 // smoke run writes them to $TMPDIR/hapsuper-rollout-smoke/ instead. Other
 // flags select parts (-strategies, -patterns, -kube-proxy live|frozen,
-// -fanout-nodes, -slices, -throughput-rounds; see -help).
+// -fanout-nodes, -slices, -throughput-rounds; see -help); -fanout-only runs
+// part 2 alone, without a cluster.
 //
 // With -soak N it runs only the soak (soak.go): for each client pattern,
 // hapsuper strategy and live kube-proxy unless -strategies and -kube-proxy
@@ -67,6 +68,7 @@ type options struct {
 	strategies  []strategy
 	candidates  []time.Duration // sleep-N candidates
 	fanout      int             // simulated nodes; 0: skip
+	fanoutOnly  bool            // stop after the fan-out part (no cluster)
 	slices      int             // EndpointSlices of the scale check; 0: skip
 	tpRounds    int             // throughput rounds; 0: skip
 	results     string          // RESULTS.md path ("" : module default)
@@ -84,6 +86,7 @@ func main() {
 	flag.BoolVar(&o.smoke, "smoke", false, "short run: quiet + hapsuper, new connections, live kube-proxy, 100-node fan-out, no throughput, no scale check")
 	flag.DurationVar(&o.grace, "grace", 20*time.Second, "the pods' grace period")
 	flag.IntVar(&o.fanout, "fanout-nodes", 1000, "simulated kube-proxies of the fan-out part (0 skips it)")
+	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "run the fan-out part alone, without a cluster, and print its figures")
 	flag.IntVar(&o.slices, "slices", 10000, "EndpointSlices of the scale check (0 skips it)")
 	flag.IntVar(&o.tpRounds, "throughput-rounds", 5, "A/B rounds of the req/s part (0 skips it)")
 	flag.StringVar(&o.results, "results", "", "where to write the Markdown results (default bench/rollout/RESULTS.md; with --smoke, $TMPDIR/hapsuper-rollout-smoke/)")
@@ -257,6 +260,9 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 		}
 		r.printf("  confirmed %s s after the last sync; %d healthz requests, %d in flight at most; child RSS %.1f MB before the stop, %.1f MB once confirmed\n",
 			secs(x.fanout.confirmAfter), x.fanout.requests, x.fanout.maxInFlight, float64(x.fanout.syncedKB)/1024, float64(x.fanout.rssKB)/1024)
+	}
+	if o.fanoutOnly {
+		return nil
 	}
 
 	ctx := context.Background()

@@ -1,8 +1,12 @@
 // Command throughput measures what hapsuper costs a serving HAProxy: req/s
 // of the same HAProxy configuration run bare and under hapsuper, A/B
-// interleaved in one run, plus hapsuper's own RSS and CPU while it serves.
+// interleaved in one run, plus hapsuper's own RSS and CPU while it serves;
+// then what an idle HAProxy costs bare and under hapsuper (CPU of
+// hapsuper, of HAProxy's master and of its workers), interleaved too, and
+// optionally under a second hapsuper build for a before/after in one run.
 //
 //	go run ./bench/throughput [-rounds 5] [-duration 5s] [-connections 50]
+//	    [-idle 20s] [-idle-rounds 3] [-baseline path/to/older/hapsuper]
 //
 // It needs haproxy and wrk (Debian packages) and loopback only. HAProxy
 // answers from the config itself (http-request return), so the figure is
@@ -29,38 +33,112 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "wrk duration per measurement")
 	conns := flag.Int("connections", 50, "wrk connections")
 	hapsuperBin := flag.String("hapsuper", "", "hapsuper binary (default: build ./cmd/hapsuper)")
+	idle := flag.Duration("idle", 20*time.Second, "idle measurement per process and round (0: none)")
+	idleRounds := flag.Int("idle-rounds", 3, "idle rounds (each runs bare, under hapsuper, under -baseline)")
+	baseline := flag.String("baseline", "", "a second hapsuper binary measured idle in the same rounds (before/after)")
 	flag.Parse()
 	if err := run(*rounds, *duration, *conns, *hapsuperBin); err != nil {
 		fmt.Fprintln(os.Stderr, "throughput:", err)
 		os.Exit(1)
 	}
+	if *idle > 0 && *idleRounds > 0 {
+		if err := runIdle(*idleRounds, *idle, *hapsuperBin, *baseline); err != nil {
+			fmt.Fprintln(os.Stderr, "throughput: idle:", err)
+			os.Exit(1)
+		}
+	}
 }
 
-func run(rounds int, duration time.Duration, conns int, bin string) error {
-	if _, err := exec.LookPath("wrk"); err != nil {
-		return fmt.Errorf("wrk not found: apt-get install wrk")
-	}
-	dir, err := os.MkdirTemp("", "hapsuper-bench-")
+// setup makes the work directory, builds hapsuper when bin is empty and
+// writes the HAProxy configuration on a free port.
+func setup(bin string) (dir, hapsuper, cfg, url string, err error) {
+	dir, err = os.MkdirTemp("", "hapsuper-bench-")
 	if err != nil {
-		return err
+		return "", "", "", "", err
 	}
-	defer os.RemoveAll(dir)
 	if bin == "" {
 		bin = filepath.Join(dir, "hapsuper")
 		out, err := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper").CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("build hapsuper: %v: %s", err, out)
+			os.RemoveAll(dir)
+			return "", "", "", "", fmt.Errorf("build hapsuper: %v: %s", err, out)
 		}
 	}
 	port, err := freePort()
 	if err != nil {
-		return err
+		os.RemoveAll(dir)
+		return "", "", "", "", err
 	}
-	cfg := filepath.Join(dir, "haproxy.cfg")
+	cfg = filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, port), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", "", "", "", err
+	}
+	return dir, bin, cfg, fmt.Sprintf("http://127.0.0.1:%d/", port), nil
+}
+
+// runIdle measures idle CPU bare, under hapsuper and under the baseline
+// build, rotating the order each round so drift spreads over all three.
+func runIdle(rounds int, d time.Duration, bin, baseline string) error {
+	dir, bin, cfg, url, err := setup(bin)
+	if err != nil {
 		return err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	defer os.RemoveAll(dir)
+	type subject struct {
+		name string
+		run  func() (idleCPU, error)
+		got  []idleCPU
+	}
+	subjects := []*subject{
+		{name: "bare HAProxy", run: func() (idleCPU, error) { return measureIdleBare(cfg, url, d) }},
+		{name: "under hapsuper", run: func() (idleCPU, error) { return measureIdleUnder(bin, cfg, dir, url, d) }},
+	}
+	if baseline != "" {
+		subjects = append(subjects, &subject{name: "under baseline build", run: func() (idleCPU, error) { return measureIdleUnder(baseline, cfg, dir, url, d) }})
+	}
+	fmt.Println()
+	for r := range rounds {
+		for i := range subjects {
+			sj := subjects[(i+r)%len(subjects)]
+			c, err := sj.run()
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", r+1, sj.name, err)
+			}
+			sj.got = append(sj.got, c)
+			fmt.Printf("idle round %d/%d, %s: hapsuper %.3f%%, master %.3f%%, workers %.3f%%\n",
+				r+1, rounds, sj.name, c.hapsuper, c.master, c.workers)
+		}
+	}
+	fmt.Printf("\n| idle, %% of one core (median of %d × %s) | hapsuper | HAProxy master | HAProxy workers |\n|---|---|---|---|\n", rounds, d)
+	for _, sj := range subjects {
+		pick := func(f func(idleCPU) float64) float64 {
+			var v []float64
+			for _, c := range sj.got {
+				v = append(v, f(c))
+			}
+			return median(v)
+		}
+		fmt.Printf("| %s | %.3f | %.3f | %.3f |\n", sj.name,
+			pick(func(c idleCPU) float64 { return c.hapsuper }),
+			pick(func(c idleCPU) float64 { return c.master }),
+			pick(func(c idleCPU) float64 { return c.workers }))
+	}
+	return nil
+}
+
+func run(rounds int, duration time.Duration, conns int, bin string) error {
+	if rounds <= 0 {
+		return nil
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return fmt.Errorf("wrk not found: apt-get install wrk")
+	}
+	dir, bin, cfg, url, err := setup(bin)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	var bare, under, ratios []float64
 	var rss []int64
 	var cpu []float64

@@ -90,7 +90,7 @@ func parseRun(name string, args []string, stdout, stderr io.Writer) (s conf.Sett
 func supervise(s conf.Settings, stderr io.Writer) int {
 	log := newLogger(stderr, s.LogFormat, s.LogLevel)
 	log.Info("hapsuper starting", "version", versionString(), "settings", s)
-	code, err := supervisor.New(s, log).WithSignals(earlysignal.Caught()).Run(context.Background())
+	code, err := supervisor.New(s, log, openRouting).WithSignals(earlysignal.Caught()).Run(context.Background())
 	if err != nil {
 		log.Error("hapsuper failed", "err", err, "code", code)
 	}

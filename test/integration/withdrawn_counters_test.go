@@ -78,8 +78,8 @@ func TestWithdrawnCounters_PerFrontend(t *testing.T) {
 }
 
 // settledCounters returns the current workers' summed requests and
-// connections from the status once two readings 300 ms apart agree (the
-// poller runs every 100 ms), at most 3 s.
+// connections from the status once two readings 1.2 s apart agree (while
+// HAProxy serves, the poller reads the master CLI every second), at most 8 s.
 func (s *supervisor) settledCounters(t *testing.T) [2]int64 {
 	t.Helper()
 	sum := func(d statusDoc) [2]int64 {
@@ -93,14 +93,14 @@ func (s *supervisor) settledCounters(t *testing.T) [2]int64 {
 		return c
 	}
 	prev := sum(s.statusJSON())
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
-		time.Sleep(300 * time.Millisecond)
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); {
+		time.Sleep(1200 * time.Millisecond)
 		cur := sum(s.statusJSON())
 		if cur == prev {
 			return cur
 		}
 		prev = cur
 	}
-	t.Fatalf("counters still moving after 3 s: %v", prev)
+	t.Fatalf("counters still moving after 8 s: %v", prev)
 	return prev
 }

@@ -1,7 +1,8 @@
-package supervisor
+package routing
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,14 +11,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hapsuper/hapsuper/drain"
-	"github.com/hapsuper/hapsuper/routing"
 )
 
 // The end of a drain becomes one Event on the pod; a drain the bound ended
 // is a Warning that carries what was pending.
 func TestAnnouncerPostsOneEvent(t *testing.T) {
 	client := fake.NewClientset()
-	a := newAnnouncer(client, routing.Identity{PodName: "web-0", Namespace: "shop"}, discard)
+	a := newAnnouncer(client, Identity{PodName: "web-0", Namespace: "shop"}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.run(ctx) }()

@@ -1,4 +1,4 @@
-package supervisor
+package routing
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/drain"
-	"github.com/hapsuper/hapsuper/routing"
 )
 
 // eventTimeout bounds the one API call that reports a drain's end;
@@ -28,12 +27,12 @@ const (
 // refused or slow call is logged and changes nothing else.
 type announcer struct {
 	client kubernetes.Interface
-	pod    routing.Identity
+	pod    Identity
 	log    *slog.Logger
 	ends   chan drain.Status // capacity 1: one drain per process
 }
 
-func newAnnouncer(client kubernetes.Interface, pod routing.Identity, log *slog.Logger) *announcer {
+func newAnnouncer(client kubernetes.Interface, pod Identity, log *slog.Logger) *announcer {
 	return &announcer{client: client, pod: pod, log: log, ends: make(chan drain.Status, 1)}
 }
 
