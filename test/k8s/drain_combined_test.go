@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
 // kube-apiserver and node2's kube-proxy are killed at the same time
 // during the termination of web-a: hapsuper's watches break, node2's
 // healthz refuses and node2's rules stay as they were. hapsuper must exit 0
-// before the grace period less the margin, never claim routed-away, name
-// node2 in the verdict, and no request sent before the drain ended fails.
+// before the grace period less the margin, never claim routed-away (unless
+// node2 confirmed before its kube-proxy died), name node2 in the verdict, and no request sent before the drain ended fails.
 func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 	// Killed right after the delete, before the EndpointSlice controller
 	// could write the slice: nothing is withdrawn anywhere, and node2 will
@@ -42,10 +43,19 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 		if _, ok := a.log.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.done); !ok {
 			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.log.Tail(20))
 		}
-		killAPIServerAndKubeProxy(t, e, 2)
+		killed := killAPIServerAndKubeProxy(t, e, 2)
 		r := a.afterStop(t, tr, false)
 
 		checkNoFailures(t, tr, r.ended)
+		// hapsuper polls every node as soon as it has listed them: node2
+		// may have confirmed before the kill (it had synced). Then the
+		// scenario did not happen and routed-away is the right verdict;
+		// it is wrong only if node2 confirmed after its kube-proxy died.
+		if c, ok := a.log.Find("kube-proxy confirmed the withdrawal", func(l k8sdrain.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
+			t.Logf("node2 confirmed %v before the kill: the race this scenario needs was lost; drain ended %s (%s)", killed.Sub(c.At).Round(time.Millisecond), r.reason, r.detail)
+			checkReason(t, r, "routed-away")
+			return
+		}
 		checkCombinedVerdict(t, r)
 		if !strings.Contains(r.detail, "node2") {
 			t.Errorf("drain detail %q: want node2, whose kube-proxy is gone, named", r.detail)
@@ -55,7 +65,7 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 
 // killAPIServerAndKubeProxy SIGKILLs kube-apiserver and node's
 // kube-proxy, one right after the other.
-func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) {
+func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) (killed time.Time) {
 	t.Helper()
 	at := time.Now()
 	killAPIServer(t, e)
@@ -67,6 +77,7 @@ func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) {
 		t.Fatal(err)
 	}
 	t.Logf("kube-apiserver and node%d's kube-proxy killed in %v", node, time.Since(at).Round(time.Millisecond))
+	return at
 }
 
 // checkCombinedVerdict asserts what a drain with the apiserver and a
