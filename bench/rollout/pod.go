@@ -199,6 +199,8 @@ func (p *benchPod) stop(grace time.Duration) {
 	if !p.strat.underHapsuper() {
 		return
 	}
+	// The last lines may still be in the pipe when the process is gone.
+	p.log.WaitRead(2 * time.Second)
 	if l, ok := p.log.Find("soft stop", nil); ok {
 		p.softAt = l.At
 	}

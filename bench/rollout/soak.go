@@ -85,6 +85,8 @@ func soakReport(rows []soakRow, n int, flags string, grace, total time.Duration,
 					reasons["SIGKILL"]++
 				case p.reason != "":
 					reasons[p.reason]++
+				case row.strat.underHapsuper():
+					reasons["no drain ended line"]++ // so that the reasons add up to the drains
 				}
 				if p.late >= 0 {
 					counted = true

@@ -197,6 +197,7 @@ func (p *hapPod) waitExit(t *testing.T, timeout time.Duration) {
 	case <-time.After(timeout):
 		t.Fatalf("pod %s: hapsuper still running %v after SIGTERM; log:\n%s", p.Name, timeout, p.log.Tail(30))
 	}
+	p.log.WaitRead(2 * time.Second) // its last lines may still be in the pipe
 }
 
 // finish removes the Pod object once the container has stopped.

@@ -28,10 +28,36 @@ type Log struct {
 	mu      sync.Mutex
 	entries []Entry
 	lines   []string
+	eof     chan struct{} // closed when Read has reached EOF; made on first use
+}
+
+// read returns the channel closed at EOF.
+func (h *Log) read() chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.eof == nil {
+		h.eof = make(chan struct{})
+	}
+	return h.eof
+}
+
+// WaitRead waits, at most timeout, until Read has consumed all the output
+// (EOF: the process and every child holding its output are gone). A process
+// that has exited may still have lines in the pipe: read them before looking
+// for its last lines. It reports whether EOF was reached.
+func (h *Log) WaitRead(timeout time.Duration) bool {
+	select {
+	case <-h.read():
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // Read consumes r until EOF, then closes it.
 func (h *Log) Read(r io.ReadCloser) {
+	eof := h.read()
+	defer close(eof)
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
