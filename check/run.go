@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/routing"
 )
 
 // Input is what a check looks at: the settings `run` would take, the
@@ -61,16 +60,7 @@ func NewInput(s conf.Settings, getenv func(string) string) Input {
 	if s.Routing == conf.RoutingOff {
 		return in
 	}
-	var cfg *rest.Config
-	var err error
-	if s.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-		if err != nil {
-			err = fmt.Errorf("read kubeconfig %s: %w", s.Kubeconfig, err)
-		}
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := routing.RESTConfig(s.Kubeconfig)
 	if err != nil {
 		in.ClientErr = err
 		return in

@@ -42,7 +42,7 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		}
 		return off, nil
 	}
-	cfg, credsErr := restConfig(s.Kubeconfig)
+	cfg, credsErr := RESTConfig(s.Kubeconfig)
 	id, idErr := IdentityFromEnv(os.Getenv)
 	if !explicit {
 		if credsErr != nil {
@@ -94,9 +94,9 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 	}, nil
 }
 
-// restConfig reads the kubeconfig when one is given, otherwise the pod's
-// service account.
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// RESTConfig reads the kubeconfig when one is given, otherwise the pod's
+// service account: the credentials run and check both use.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
