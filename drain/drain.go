@@ -58,8 +58,9 @@ import (
 // Routing.APIOnly), unverified ReasonUnverified (the Detail names what was
 // not observed).
 //
-// Times. Deadline = stop request + GracePeriod - Margin; SetDeadline only moves
-// it earlier (before the stop request too: it is kept until then).
+// Times. Deadline = stop request + grace - Margin, where grace is
+// GracePeriod or the pod's own grace period (SetPodGracePeriod) when that is
+// shorter; it may be learnt before the stop request or during the drain.
 // Bound = min(stop + MaxWait, Deadline - (GracePeriod - Margin - MaxWait)),
 // kept between the stop request and the Deadline: when the deadline moves
 // earlier the bound moves by as much, so the soft stop keeps its share of the
@@ -76,8 +77,8 @@ type Drain struct {
 	s     Settings
 	phase Phase
 
-	stopAt     time.Time // stop request; zero while none
-	early      time.Time // deadline from SetDeadline before the stop request
+	stopAt     time.Time      // stop request; zero while none
+	podGrace   *time.Duration // the pod's own grace period; nil while unknown
 	deadline   time.Time
 	boundAt    time.Time
 	softStopAt time.Time
@@ -116,34 +117,39 @@ func (d *Drain) StopRequested(now time.Time) bool {
 		return false
 	}
 	d.phase, d.stopAt = Draining, now
-	d.deadline = now.Add(d.s.GracePeriod - d.s.Margin)
-	if !d.early.IsZero() && d.early.Before(d.deadline) {
-		d.deadline = d.early
-	}
 	d.schedule()
 	d.q.start(now)
 	return true
 }
 
-// SetDeadline moves the hard-stop deadline earlier, and the bound with it
-// (the pod's own deletionGracePeriodSeconds when routing/ sees it). t is the
-// hard-stop instant itself: the caller has already taken the Margin off.
-// Later deadlines are ignored; one set before the stop request applies from it.
-func (d *Drain) SetDeadline(t time.Time) {
-	if d.stopAt.IsZero() {
-		if d.early.IsZero() || t.Before(d.early) {
-			d.early = t
-		}
-		return
+// SetPodGracePeriod feeds the pod's own grace period (its
+// deletionGracePeriodSeconds, once routing/ sees the deletion), before the
+// stop request or during the drain. One shorter than GracePeriod moves the
+// deadline earlier, and the bound with it; a longer one changes nothing. It
+// reports whether the grace period the drain uses got shorter.
+func (d *Drain) SetPodGracePeriod(g time.Duration) bool {
+	if g >= d.grace() {
+		return false
 	}
-	if t.Before(d.deadline) {
-		d.deadline = t
+	d.podGrace = &g
+	if !d.stopAt.IsZero() {
 		d.schedule()
 	}
+	return true
 }
 
-// schedule derives the bound from the stop request and the deadline.
+// grace is the grace period the deadline counts from the stop request.
+func (d *Drain) grace() time.Duration {
+	if d.podGrace != nil && *d.podGrace < d.s.GracePeriod {
+		return *d.podGrace
+	}
+	return d.s.GracePeriod
+}
+
+// schedule derives the deadline and the bound from the stop request and
+// the grace period.
 func (d *Drain) schedule() {
+	d.deadline = d.stopAt.Add(d.grace() - d.s.Margin)
 	bound := d.stopAt.Add(d.s.MaxWait)
 	if b := d.deadline.Add(-(d.s.GracePeriod - d.s.Margin - d.s.MaxWait)); b.Before(bound) {
 		bound = b

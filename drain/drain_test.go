@@ -135,9 +135,9 @@ func TestSecondStopRequestChangesNothing(t *testing.T) {
 	}
 }
 
-// Moving the deadline earlier mid-drain moves the bound by as much: the soft
-// stop keeps its share of the budget, then the hard stop comes at the new
-// deadline.
+// The pod's own grace period, learnt mid-drain, moves the deadline earlier
+// and the bound by as much: the soft stop keeps its share of the budget, then
+// the hard stop comes at the new deadline.
 func TestEarlierDeadlineMovesBound(t *testing.T) {
 	r := serving(t, settings)
 	r.poll(0, w(100, 0))
@@ -145,8 +145,12 @@ func TestEarlierDeadlineMovesBound(t *testing.T) {
 	n := uint64(0)
 	traffic := func(off time.Duration) Action { n++; return r.poll(off, w(100, n)) }
 	r.want(sec(3), traffic(sec(3)), None)
-	r.d.SetDeadline(at(sec(18)))
-	r.d.SetDeadline(at(sec(25))) // later: ignored
+	if !r.d.SetPodGracePeriod(sec(20)) {
+		t.Fatal("SetPodGracePeriod(20s) = false, want true: shorter than the 30s grace period")
+	}
+	if r.d.SetPodGracePeriod(sec(27)) { // longer: ignored
+		t.Fatal("SetPodGracePeriod(27s) after 20s = true, want false")
+	}
 	st := r.d.Status(at(sec(3)))
 	if !st.Deadline.Equal(at(sec(18))) || !st.BoundAt.Equal(at(sec(10))) {
 		t.Fatalf("deadline %v bound %v, want 18s and 10s", st.Deadline.Sub(t0), st.BoundAt.Sub(t0))
@@ -181,11 +185,12 @@ func TestEachActionExactlyOnce(t *testing.T) {
 	}
 }
 
-// A deadline already past at the stop request: the soft stop comes at the
-// first Tick and the hard stop at the next one.
+// A deadline already past at the stop request (the pod's grace period, 1s,
+// is shorter than the margin): the soft stop comes at the first Tick and the
+// hard stop at the next one.
 func TestPastDeadlineSoftThenHard(t *testing.T) {
 	r := serving(t, settings)
-	r.d.SetDeadline(at(-time.Second))
+	r.d.SetPodGracePeriod(sec(1))
 	r.poll(0, w(100, 0))
 	r.stop(0)
 	r.want(0, r.d.Tick(t0), SoftStop)

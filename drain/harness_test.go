@@ -85,7 +85,8 @@ func (r *run) route(off time.Duration, s RoutingState, detail string) {
 func (r *run) want(off time.Duration, got, want Action) {
 	r.t.Helper()
 	if got != want {
-		r.t.Fatalf("at %v: action %q, want %q (status %s)", off, got, want, r.d.Status(at(off)).Summary())
+		st := r.d.Status(at(off))
+		r.t.Fatalf("at %v: action %q, want %q (phase %s, reason %q, detail %q, conditions %+v)", off, got, want, st.Phase, st.Reason, st.Detail, st.Conditions)
 	}
 }
 

@@ -144,7 +144,7 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			d.SetRouting(Routing{State: st}, now)
 			o.routing = st
 		case p < 65:
-			d.SetDeadline(now.Add(ms(-2000, 30000)))
+			d.SetPodGracePeriod(ms(0, 32000))
 		case p < 66 && step > stopStep+20:
 			d.MasterExited(now)
 			o.exited = true

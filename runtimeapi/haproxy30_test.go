@@ -1,12 +1,10 @@
 package runtimeapi
 
 // Table tests on replies captured from HAProxy 3.0 (testdata/3.0, see
-// testdata/README): the parsers must read 3.0 as they read 2.6 (the reload
-// answers are in TestParseReload). What 3.0
-// answers differently: `reload` says Success=1 or Success=0, then "--" and
-// the startup logs, and ends with an empty line; show info and show stat
-// carry more fields and columns (parsed by name, so no change); the
-// "Unknown command" help lists other commands.
+// testdata/README): the parsers must read 3.0 as they read 2.6. What 3.0
+// answers differently: show info and show stat carry more fields and
+// columns (parsed by name, so no change); the "Unknown command" help lists
+// other commands.
 
 import (
 	"context"
@@ -15,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -152,7 +149,6 @@ func TestErrorFixtures30(t *testing.T) {
 			"error-no-proxy.txt", ErrCLI, "No such proxy."},
 		{"no such pid", func(r string) error { _, err := splitOutputs(r, 1); return err },
 			"error-no-pid.txt", ErrNoSuchProcess, "'@!99999'"},
-		{"reload: unknown command", parseReload, "error-unknown-master.txt", ErrCLI, "Unknown command"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.parse(fixture30(t, tc.file))
@@ -179,16 +175,12 @@ func TestSplitOutputsVanished30(t *testing.T) {
 // answers with the 3.0 captures byte for byte.
 func TestClientAgainst30Replies(t *testing.T) {
 	sampleLine := "@!2154 show info; @!2154 show stat -1 1 -1; @!1875 show info; @!1875 show stat -1 1 -1"
-	reloadFixture := []string{"reload.txt", "reload-failed.txt"}
-	var reloads atomic.Int32
 	f := newFakeMaster(t, func(line string) (string, bool) {
 		switch line {
 		case "show proc":
 			return fixture30(t, "show-proc-old-workers.txt"), false
 		case sampleLine:
 			return fixture30(t, "sample-multi.txt"), false
-		case "reload":
-			return fixture30(t, reloadFixture[min(int(reloads.Add(1))-1, 1)]), false
 		}
 		return fixture30(t, "error-unknown-master.txt"), false
 	})
@@ -207,13 +199,5 @@ func TestClientAgainst30Replies(t *testing.T) {
 	}
 	if old.Process.PID != 1875 || !old.Process.Old || !old.Info.Stopping || old.Info.CurrConns != 2 || old.Frontends[0].Scur != 1 {
 		t.Errorf("old worker = %+v", old)
-	}
-
-	if err := within(t, 5*time.Second, func() error { return c.Reload(context.Background()) }); err != nil {
-		t.Errorf("Reload on Success=1: %v", err)
-	}
-	err = within(t, 5*time.Second, func() error { return c.Reload(context.Background()) })
-	if !errors.Is(err, ErrReloadFailed) || !strings.Contains(err.Error(), "bogus_keyword") {
-		t.Errorf("Reload on Success=0 = %v; want ErrReloadFailed quoting the config error", err)
 	}
 }

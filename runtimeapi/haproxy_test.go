@@ -124,13 +124,14 @@ func TestRealHAProxy(t *testing.T) {
 	slow := make(chan error, 1)
 	go func() { slow <- get("/slow") }()
 	eventually(t, 5*time.Second, "slow request reaches the worker", func() error {
-		fes, err := c.ShowFrontends(ctx, worker)
-		if err == nil && fes[0].Scur != 1 {
-			err = fmt.Errorf("web scur %d", fes[0].Scur)
+		s, err := c.Sample(ctx)
+		if err == nil && s.Workers[0].Frontends[0].Scur != 1 {
+			err = fmt.Errorf("web scur %d", s.Workers[0].Frontends[0].Scur)
 		}
 		return err
 	})
-	if err := c.Reload(ctx); err != nil {
+	// hapsuper reloads as it does in production: SIGUSR2 to the master.
+	if err := syscall.Kill(first.Master.PID, syscall.SIGUSR2); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
 	// For some 50 ms after a 2.6 reload the socket refuses connections.
@@ -157,8 +158,10 @@ func TestRealHAProxy(t *testing.T) {
 		t.Errorf("new worker = %+v; want open with fresh counters", cur)
 	}
 
-	if _, err := c.ShowInfo(ctx, 1); !errors.Is(err, ErrNoSuchProcess) || !strings.Contains(err.Error(), "show info on worker 1") {
-		t.Errorf("ShowInfo on pid 1 = %v; want ErrNoSuchProcess naming the worker", err)
+	if reply, err := c.roundTrip(ctx, infoCommand(1)); err != nil {
+		t.Errorf("show info on pid 1: %v", err)
+	} else if _, err := splitOutputs(reply, 1); !errors.Is(err, ErrNoSuchProcess) || !strings.Contains(err.Error(), "'@!1'") {
+		t.Errorf("show info on pid 1: %v; want ErrNoSuchProcess naming the pid", err)
 	}
 	if reply, err := c.roundTrip(ctx, "no such command"); err != nil || !errors.Is(answerError(reply), ErrCLI) {
 		t.Errorf("unknown command: reply %q, %v; want an error answer", firstLine(reply), err)
@@ -182,6 +185,8 @@ func TestRealHAProxy(t *testing.T) {
 	})
 }
 
+// TestRealHAProxyFailedReload: a reload (SIGUSR2 to the master) of a broken
+// configuration shows in show proc as the master's FailedReloads.
 func TestRealHAProxyFailedReload(t *testing.T) {
 	if _, err := os.Stat(haproxyBin); err != nil {
 		t.Skipf("%s not available (%v): install haproxy to test against a real master CLI", haproxyBin, err)
@@ -189,15 +194,12 @@ func TestRealHAProxyFailedReload(t *testing.T) {
 	cfg := writeConfig(t, fmt.Sprintf("frontend web\n    mode http\n    timeout client 5s\n    bind 127.0.0.1:%d\n", freePort(t)))
 	c := New(startHAProxy(t, cfg), 2*time.Second)
 	ctx := context.Background()
-	eventually(t, 10*time.Second, "master answers", func() error { _, err := c.ShowProc(ctx); return err })
+	var procs Processes
+	eventually(t, 10*time.Second, "master answers", func() (err error) { procs, err = c.ShowProc(ctx); return err })
 	if err := os.WriteFile(cfg, []byte("frontend web\n    bogus_keyword\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Reload(ctx)
-	if errors.Is(err, ErrReloadFailed) {
-		return // 2.7 and later say so
-	}
-	if err != nil {
+	if err := syscall.Kill(procs.Master.PID, syscall.SIGUSR2); err != nil {
 		t.Fatalf("reload with a broken config: %v", err)
 	}
 	eventually(t, 10*time.Second, "master counts the failed reload", func() error {

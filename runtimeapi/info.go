@@ -1,7 +1,6 @@
 package runtimeapi
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,28 +13,6 @@ type Info struct {
 	CurrConns int64
 	CumConns  int64
 	CumReq    int64
-}
-
-// ShowInfo runs `@!<pid> show info`. A pid the master does not know (the
-// worker exited) gives an error wrapping ErrNoSuchProcess.
-func (c *Client) ShowInfo(ctx context.Context, pid int) (Info, error) {
-	info, err := c.showInfo(ctx, pid)
-	if err != nil {
-		return Info{}, fmt.Errorf("show info on worker %d: %w", pid, err)
-	}
-	return info, nil
-}
-
-func (c *Client) showInfo(ctx context.Context, pid int) (Info, error) {
-	reply, err := c.roundTrip(ctx, infoCommand(pid))
-	if err != nil {
-		return Info{}, err
-	}
-	outputs, err := splitOutputs(reply, 1)
-	if err != nil {
-		return Info{}, err
-	}
-	return parseShowInfo(outputs[0], pid)
 }
 
 func infoCommand(pid int) string { return fmt.Sprintf("@!%d show info", pid) }

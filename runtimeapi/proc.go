@@ -14,8 +14,8 @@ type Process struct {
 	Old     bool   // listed under "# old workers"
 	Reloads int
 	// FailedReloads is the master's "[failed: N]": reloads that failed since
-	// the last successful one. On 2.6, where `reload` answers nothing, it is
-	// the only sign that a reload failed. Zero for workers.
+	// the last successful one, the sign that a reload (SIGUSR2 to the master)
+	// did not load its configuration. Zero for workers.
 	FailedReloads int
 	Uptime        string
 	Version       string

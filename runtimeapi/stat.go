@@ -1,7 +1,6 @@
 package runtimeapi
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,28 +18,6 @@ type Frontend struct {
 
 // statColumns are the CSV columns parseShowStat reads, by header name.
 var statColumns = []string{"pxname", "svname", "status", "scur", "stot", "req_tot", "mode"}
-
-// ShowFrontends runs `@!<pid> show stat -1 1 -1`. A pid the master does not
-// know (the worker exited) gives an error wrapping ErrNoSuchProcess.
-func (c *Client) ShowFrontends(ctx context.Context, pid int) ([]Frontend, error) {
-	fes, err := c.showFrontends(ctx, pid)
-	if err != nil {
-		return nil, fmt.Errorf("show stat on worker %d: %w", pid, err)
-	}
-	return fes, nil
-}
-
-func (c *Client) showFrontends(ctx context.Context, pid int) ([]Frontend, error) {
-	reply, err := c.roundTrip(ctx, statCommand(pid))
-	if err != nil {
-		return nil, err
-	}
-	outputs, err := splitOutputs(reply, 1)
-	if err != nil {
-		return nil, err
-	}
-	return parseShowStat(outputs[0])
-}
 
 func statCommand(pid int) string { return fmt.Sprintf("@!%d show stat -1 1 -1", pid) }
 

@@ -28,8 +28,7 @@ type loop struct {
 	routing  Routing // nil when routing is off
 	pace     *pace   // the poller's rate; nil in tests that run no poller
 
-	podGraceSeen bool          // the pod's own grace period was applied to the deadline
-	lastRouting  drain.Routing // for logging its changes
+	lastRouting drain.Routing // for logging its changes
 
 	ready    bool
 	lastObs  observation
@@ -208,17 +207,8 @@ func (l *loop) feedRouting(now time.Time) {
 	}
 	l.lastRouting = r
 	l.drain.SetRouting(r, now)
-	st := l.drain.Status(now)
-	if l.podGraceSeen || st.StopAt.IsZero() {
-		return
-	}
-	if grace, ok := l.routing.PodGracePeriod(); ok {
-		l.podGraceSeen = true
-		deadline := st.StopAt.Add(grace - l.settings.Margin)
-		l.drain.SetDeadline(deadline)
-		if deadline.Before(st.Deadline) {
-			l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", deadline)
-		}
+	if grace, ok := l.routing.PodGracePeriod(); ok && l.drain.SetPodGracePeriod(grace) {
+		l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", l.drain.Status(now).Deadline)
 	}
 }
 
