@@ -44,6 +44,25 @@ type Settings struct {
 	LBDeregistrationDelay  time.Duration // load balancers' sending after deregistration; 0: none
 }
 
+// Defaults that other packages and messages name. Every other default is
+// written once, in defaults.
+const (
+	// DefaultStatusSocket is --status-socket's default, where `hapsuper
+	// status` looks when told nothing.
+	DefaultStatusSocket = "/var/run/hapsuper/status.sock"
+	// DefaultKubeProxyHealthzPort is kube-proxy's own healthz port
+	// (healthzBindAddress 0.0.0.0:10256).
+	DefaultKubeProxyHealthzPort = 10256
+	// DefaultKubeProxyMinSyncPeriod is kube-proxy's own minSyncPeriod default.
+	DefaultKubeProxyMinSyncPeriod = time.Second
+	// DefaultKubeProxySyncAllowance is --kube-proxy-sync-allowance's default.
+	DefaultKubeProxySyncAllowance = 250 * time.Millisecond
+)
+
+// StatusSocketEnv is the variable that sets --status-socket; `hapsuper
+// status` reads it for its --socket too.
+var StatusSocketEnv = EnvName("status-socket")
+
 // watchLag is routing.DefaultWatchLag, which conf cannot import: the sync
 // allowance and it must fit in the min sync period.
 const watchLag = 100 * time.Millisecond
@@ -71,16 +90,16 @@ func defaults() Settings {
 		Margin:       2 * time.Second,
 		PollInterval: 100 * time.Millisecond,
 		MasterSocket: "/var/run/hapsuper/master.sock",
-		StatusSocket: "/var/run/hapsuper/status.sock",
+		StatusSocket: DefaultStatusSocket,
 		OverrideFile: "/var/run/hapsuper/override.cfg",
 		StopSignals:  []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
 		LogFormat:    "text",
 		LogLevel:     slog.LevelInfo,
 		Routing:      RoutingAuto,
 
-		KubeProxyHealthzPort:   10256,
-		KubeProxyMinSyncPeriod: time.Second,
-		KubeProxySyncAllowance: 250 * time.Millisecond,
+		KubeProxyHealthzPort:   DefaultKubeProxyHealthzPort,
+		KubeProxyMinSyncPeriod: DefaultKubeProxyMinSyncPeriod,
+		KubeProxySyncAllowance: DefaultKubeProxySyncAllowance,
 	}
 }
 

@@ -72,14 +72,14 @@ func validate(s Settings, src source) error {
 			src.label("poll-interval", s.PollInterval), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod))
 	}
 	if s.KubeProxyHealthzPort < 1 || s.KubeProxyHealthzPort > 65535 {
-		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is 10256)", src.label("kube-proxy-healthz-port", s.KubeProxyHealthzPort))
+		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is %d)", src.label("kube-proxy-healthz-port", s.KubeProxyHealthzPort), DefaultKubeProxyHealthzPort)
 	}
 	if s.KubeProxyMinSyncPeriod < 500*time.Millisecond {
-		return fmt.Errorf("%s is below 500ms: use the cluster's kube-proxy minSyncPeriod (default 1s) or more", src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
+		return fmt.Errorf("%s is below 500ms: use the cluster's kube-proxy minSyncPeriod (default %v) or more", src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod), DefaultKubeProxyMinSyncPeriod)
 	}
 	if s.KubeProxySyncAllowance < minSyncAllowance {
-		return fmt.Errorf("%s is below %v: use kube-proxy's p99 sync_proxy_rules_duration_seconds plus its lag behind the apiserver (default 250ms)",
-			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), minSyncAllowance)
+		return fmt.Errorf("%s is below %v: use kube-proxy's p99 sync_proxy_rules_duration_seconds plus its lag behind the apiserver (default %v)",
+			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), minSyncAllowance, DefaultKubeProxySyncAllowance)
 	}
 	if s.KubeProxySyncAllowance+watchLag > s.KubeProxyMinSyncPeriod {
 		return fmt.Errorf("%s plus the %v hapsuper allows its watch to lag kube-proxy's exceeds %s: the confirmation rule needs both within one minSyncPeriod; lower the allowance, or raise kube-proxy's minSyncPeriod and --kube-proxy-min-sync-period together",

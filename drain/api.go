@@ -31,6 +31,15 @@ const (
 // mode endpointslices), then quiet; kube-proxy's rules were not observed.
 const ReasonWithdrawnInAPI Reason = "withdrawn-in-api"
 
+// Phases lists the phases in the order of a life: the one list status,
+// metrics and docs take them from.
+func Phases() []Phase { return []Phase{Starting, Serving, Draining, Stopping, Exited} }
+
+// Reasons lists every reason a drain ends with.
+func Reasons() []Reason {
+	return []Reason{ReasonRoutedAway, ReasonWithdrawnInAPI, ReasonQuiet, ReasonUnverified, ReasonBound, ReasonUnavailable}
+}
+
 // Settings are the drain's timings. They come validated from conf.
 type Settings struct {
 	QuietPeriod time.Duration // no counted request for this long = quiet
@@ -106,27 +115,28 @@ const (
 	HardStop Action = "hard-stop" // SIGTERM to the master
 )
 
-// Condition is one condition of a drain as shown by status.
+// Condition is one condition of a drain under way.
 type Condition struct {
-	Name   string    `json:"name"`           // "quiet" or "routing"
-	Met    bool      `json:"met"`            // holds now
-	Since  time.Time `json:"since,omitzero"` // quiet: last counted request (or drain start)
-	Detail string    `json:"detail,omitempty"`
+	Name   string    // ConditionQuiet or ConditionRouting
+	Met    bool      // holds now
+	Since  time.Time // quiet: last counted request (or drain start)
+	Detail string
 	// PendingNodes: routing only, the nodes whose kube-proxy has not confirmed.
-	PendingNodes int `json:"pendingNodes,omitempty"`
+	PendingNodes int
 }
 
-// Status is a copy of the drain's state for status and logs.
+// Status is a copy of the drain's state. It is no interface of its own:
+// status/ shows users its own types, filled from this one.
 type Status struct {
-	Phase      Phase       `json:"phase"`
-	StopAt     time.Time   `json:"stopRequested,omitzero"` // when the stop was requested
-	BoundAt    time.Time   `json:"bound,omitzero"`         // end of max wait
-	Deadline   time.Time   `json:"deadline,omitzero"`      // hard stop
-	SoftStopAt time.Time   `json:"softStop,omitzero"`
-	HardStopAt time.Time   `json:"hardStop,omitzero"` // when Tick returned HardStop
-	ExitedAt   time.Time   `json:"exited,omitzero"`   // when the master exit was recorded
-	Reason     Reason      `json:"reason,omitempty"`
-	Detail     string      `json:"detail,omitempty"` // what was pending / not observed when it ended
-	Conditions []Condition `json:"conditions,omitempty"`
-	Workers    []Worker    `json:"-"`
+	Phase      Phase
+	StopAt     time.Time // when the stop was requested
+	BoundAt    time.Time // end of max wait
+	Deadline   time.Time // hard stop
+	SoftStopAt time.Time
+	HardStopAt time.Time // when Tick returned HardStop
+	ExitedAt   time.Time // when the master exit was recorded
+	Reason     Reason
+	Detail     string // what was pending / not observed when it ended
+	Conditions []Condition
+	Workers    []Worker
 }

@@ -12,12 +12,6 @@ import (
 
 const namespace = "hapsuper"
 
-// Phases are the values of the phase label, in the order of a life.
-var Phases = []drain.Phase{drain.Starting, drain.Serving, drain.Draining, drain.Stopping, drain.Exited}
-
-// Reasons are the values of the reason label of drains_total.
-var Reasons = []drain.Reason{drain.ReasonRoutedAway, drain.ReasonWithdrawnInAPI, drain.ReasonQuiet, drain.ReasonUnverified, drain.ReasonBound, drain.ReasonUnavailable}
-
 // DrainBuckets are the upper bounds, in seconds, of drain_duration_seconds:
 // from a drain that ends at its first quiet period (0.5 s and up) to one that
 // runs a long bound (60 s).
@@ -85,10 +79,10 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 // fixed by this file, so the MustNew constructors cannot panic.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.board.Load()
-	for _, p := range Phases {
+	for _, p := range drain.Phases() {
 		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, boolValue(s.Phase == p), string(p))
 	}
-	for _, r := range Reasons {
+	for _, r := range drain.Reasons() {
 		ch <- prometheus.MustNewConstMetric(drainsDesc, prometheus.CounterValue, boolValue(s.Drain.Reason == r), string(r))
 	}
 	ch <- drainDuration(s.Drain)
@@ -121,15 +115,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // drainDuration is the histogram of this process's one drain: empty until
 // the drain ended (its reason set and the soft stop sent), then one
 // observation of stop request → soft stop.
-func drainDuration(st drain.Status) prometheus.Metric {
+func drainDuration(st status.Drain) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(DrainBuckets))
 	for _, b := range DrainBuckets {
 		buckets[b] = 0
 	}
-	if st.Reason == drain.ReasonNone || st.StopAt.IsZero() || st.SoftStopAt.IsZero() {
+	if st.Reason == drain.ReasonNone || st.StopRequested.IsZero() || st.SoftStop.IsZero() {
 		return prometheus.MustNewConstHistogram(drainDurationDesc, 0, 0, buckets)
 	}
-	d := st.SoftStopAt.Sub(st.StopAt).Seconds()
+	d := st.SoftStop.Sub(st.StopRequested).Seconds()
 	for _, b := range DrainBuckets {
 		if d <= b {
 			buckets[b] = 1

@@ -34,11 +34,11 @@ type expectation struct {
 func (e expectation) text() string {
 	var b strings.Builder
 	b.WriteString("# HELP hapsuper_phase 1 for the phase hapsuper is in, 0 for the others (starting, serving, draining, stopping, exited).\n# TYPE hapsuper_phase gauge\n")
-	for _, p := range Phases {
+	for _, p := range drain.Phases() {
 		fmt.Fprintf(&b, "hapsuper_phase{phase=%q} %d\n", p, one(p == e.phase))
 	}
 	b.WriteString("# HELP hapsuper_drains_total Drains ended, by reason; a process drains at most once.\n# TYPE hapsuper_drains_total counter\n")
-	for _, r := range Reasons {
+	for _, r := range drain.Reasons() {
 		fmt.Fprintf(&b, "hapsuper_drains_total{reason=%q} %d\n", r, one(r == e.reason))
 	}
 	b.WriteString("# HELP hapsuper_drain_duration_seconds Time from the stop request to the soft stop, observed once when the drain ended.\n# TYPE hapsuper_drain_duration_seconds histogram\n")
@@ -93,7 +93,7 @@ func TestCollectorPhases(t *testing.T) {
 		want: expectation{phase: drain.Serving, duration: -1, sessions: 12, current: 1, cliUp: 1},
 	}, {
 		name: "serving: the pod's own deadline is known before the stop request",
-		snap: status.Snapshot{Phase: drain.Serving, ObservedAt: at(9.9), Drain: drain.Status{Phase: drain.Serving, Deadline: at(38)}},
+		snap: status.Snapshot{Phase: drain.Serving, ObservedAt: at(9.9), Drain: status.Drain{Phase: drain.Serving, Deadline: at(38)}},
 		want: expectation{phase: drain.Serving, duration: -1, deadline: "28", cliUp: 1},
 	}, {
 		name: "serving: the last poll failed",
@@ -102,33 +102,33 @@ func TestCollectorPhases(t *testing.T) {
 	}, {
 		name: "draining after a reload: old worker counted, drain not ended",
 		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: twoWorkers,
-			Drain: drain.Status{Phase: drain.Draining, StopAt: at(4), BoundAt: at(22), Deadline: at(32)}},
+			Drain: status.Drain{Phase: drain.Draining, StopRequested: at(4), Bound: at(22), Deadline: at(32)}},
 		want: expectation{phase: drain.Draining, duration: -1, deadline: "22", sessions: 10, current: 1, old: 1, cliUp: 1},
 	}, {
 		name: "draining: kube-proxy not confirmed on 2 nodes",
 		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101}},
-			Drain: drain.Status{Phase: drain.Draining, StopAt: at(9), BoundAt: at(27), Deadline: at(37), Conditions: []drain.Condition{
+			Drain: status.Drain{Phase: drain.Draining, StopRequested: at(9), Bound: at(27), Deadline: at(37), Conditions: []status.Condition{
 				{Name: drain.ConditionQuiet, Met: true}, {Name: drain.ConditionRouting, Detail: "pending", PendingNodes: 2}}}},
 		want: expectation{phase: drain.Draining, duration: -1, deadline: "27", current: 1, pending: 2, cliUp: 1},
 	}, {
 		name: "stopping after a quiet drain of 2.5s",
 		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 2}},
-			Drain: drain.Status{Phase: drain.Stopping, StopAt: at(4), SoftStopAt: at(6.5), Deadline: at(32), Reason: drain.ReasonQuiet}},
+			Drain: status.Drain{Phase: drain.Stopping, StopRequested: at(4), SoftStop: at(6.5), Deadline: at(32), Reason: drain.ReasonQuiet}},
 		want: expectation{phase: drain.Stopping, reason: drain.ReasonQuiet, duration: 2.5, deadline: "22", sessions: 2, current: 1, cliUp: 1},
 	}, {
 		name: "stopping past the deadline after a bound drain of 18s",
 		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 1}},
-			Drain: drain.Status{Phase: drain.Stopping, StopAt: at(-20), SoftStopAt: at(-2), Deadline: at(8), HardStopAt: at(8), Reason: drain.ReasonBound}},
+			Drain: status.Drain{Phase: drain.Stopping, StopRequested: at(-20), SoftStop: at(-2), Deadline: at(8), HardStop: at(8), Reason: drain.ReasonBound}},
 		want: expectation{phase: drain.Stopping, reason: drain.ReasonBound, duration: 18, deadline: "-2", sessions: 1, current: 1, cliUp: 1},
 	}, {
 		name: "exited after a drain longer than the last bucket",
 		snap: status.Snapshot{Phase: drain.Exited, PollError: "dial unix /var/run/hapsuper/master.sock: connect: connection refused", Workers: []status.Worker{},
-			Drain: drain.Status{Phase: drain.Exited, StopAt: at(-100), SoftStopAt: at(-25), Deadline: at(-10), ExitedAt: at(-24), Reason: drain.ReasonUnavailable}},
+			Drain: status.Drain{Phase: drain.Exited, StopRequested: at(-100), SoftStop: at(-25), Deadline: at(-10), Exited: at(-24), Reason: drain.ReasonUnavailable}},
 		want: expectation{phase: drain.Exited, reason: drain.ReasonUnavailable, duration: 75, deadline: "-20"},
 	}, {
 		name: "exited without a drain: the master died while serving",
 		snap: status.Snapshot{Phase: drain.Exited, PollError: "connection refused", Workers: []status.Worker{},
-			Drain: drain.Status{Phase: drain.Exited, ExitedAt: at(9), Detail: "master exited while serving"}},
+			Drain: status.Drain{Phase: drain.Exited, Exited: at(9), Detail: "master exited while serving"}},
 		want: expectation{phase: drain.Exited, duration: -1},
 	}}
 	for _, tt := range tests {
@@ -146,7 +146,7 @@ func TestCollectorPhases(t *testing.T) {
 func TestCollectorSeriesAlwaysPresent(t *testing.T) {
 	c := collector{board: status.NewBoard(status.Snapshot{}), now: time.Now}
 	for name, want := range map[string]int{
-		"hapsuper_phase": len(Phases), "hapsuper_drains_total": len(Reasons),
+		"hapsuper_phase": len(drain.Phases()), "hapsuper_drains_total": len(drain.Reasons()),
 		"hapsuper_drain_duration_seconds": 1, "hapsuper_haproxy_workers": 2,
 		"hapsuper_deadline_seconds": 0,
 	} {
@@ -173,8 +173,8 @@ func TestRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 2+len(Phases) {
-		t.Errorf("go_goroutines, process_start_time_seconds and hapsuper_phase: %d series, want %d", n, 2+len(Phases))
+	if n != 2+len(drain.Phases()) {
+		t.Errorf("go_goroutines, process_start_time_seconds and hapsuper_phase: %d series, want %d", n, 2+len(drain.Phases()))
 	}
 }
 

@@ -84,7 +84,7 @@ func TestServeScrapeAndHealth(t *testing.T) {
 	}
 
 	// /healthz stays 200 through the drain: it is liveness, not readiness.
-	for _, ph := range Phases {
+	for _, ph := range drain.Phases() {
 		b.Publish(status.Snapshot{Phase: ph})
 		if code, body := get(t, "http://"+s.addr+"/healthz"); code != http.StatusOK || body != "ok\n" {
 			t.Errorf("GET /healthz in phase %s: %d %q, want 200 \"ok\\n\"", ph, code, body)

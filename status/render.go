@@ -25,15 +25,15 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 		fmt.Fprintf(tw, "master CLI:\tanswered %s\n", ago(now, s.ObservedAt))
 	}
 	d := s.Drain
-	if !d.StopAt.IsZero() {
-		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopAt.Format(time.RFC3339Nano), ago(now, d.StopAt))
-		fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.BoundAt))
+	if !d.StopRequested.IsZero() {
+		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopRequested.Format(time.RFC3339Nano), ago(now, d.StopRequested))
+		fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.Bound))
 		fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
 		for _, c := range d.Conditions {
 			fmt.Fprintf(tw, "condition %s:\t%s\n", c.Name, condition(c, now))
 		}
-		if !d.SoftStopAt.IsZero() {
-			fmt.Fprintf(tw, "soft stop:\t%s after the stop request\n", d.SoftStopAt.Sub(d.StopAt).Round(time.Millisecond))
+		if !d.SoftStop.IsZero() {
+			fmt.Fprintf(tw, "soft stop:\t%s after the stop request\n", d.SoftStop.Sub(d.StopRequested).Round(time.Millisecond))
 		}
 		if d.Reason != drain.ReasonNone {
 			fmt.Fprintf(tw, "reason:\t%s\n", d.Reason)
@@ -62,7 +62,7 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	return tw.Flush()
 }
 
-func condition(c drain.Condition, now time.Time) string {
+func condition(c Condition, now time.Time) string {
 	var b strings.Builder
 	if c.Met {
 		b.WriteString("met")

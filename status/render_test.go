@@ -16,12 +16,12 @@ func TestRenderEndsWithNewline(t *testing.T) {
 	tests := map[string]Snapshot{
 		"starting, nothing known": {Phase: drain.Starting},
 		"serving":                 {Phase: drain.Serving, MasterPID: 7, ObservedAt: now, Workers: []Worker{{PID: 8, Sessions: 3, Requests: 40}}},
-		"draining": {Phase: drain.Draining, MasterPID: 7, PollError: "connection refused", Drain: drain.Status{
-			StopAt: stop, BoundAt: stop.Add(18 * time.Second), Deadline: stop.Add(28 * time.Second),
-			Conditions: []drain.Condition{{Name: "quiet", Since: stop}, {Name: "routing", Detail: "2 nodes pending", PendingNodes: 2}},
+		"draining": {Phase: drain.Draining, MasterPID: 7, PollError: "connection refused", Drain: Drain{
+			StopRequested: stop, Bound: stop.Add(18 * time.Second), Deadline: stop.Add(28 * time.Second),
+			Conditions: []Condition{{Name: "quiet", Since: stop}, {Name: "routing", Detail: "2 nodes pending", PendingNodes: 2}},
 		}},
-		"stopping, no workers left": {Phase: drain.Stopping, MasterPID: 7, Drain: drain.Status{
-			StopAt: stop, BoundAt: stop.Add(time.Second), Deadline: stop.Add(2 * time.Second), SoftStopAt: stop.Add(time.Second),
+		"stopping, no workers left": {Phase: drain.Stopping, MasterPID: 7, Drain: Drain{
+			StopRequested: stop, Bound: stop.Add(time.Second), Deadline: stop.Add(2 * time.Second), SoftStop: stop.Add(time.Second),
 			Reason: drain.ReasonBound, Detail: "routing pending",
 		}},
 	}

@@ -22,8 +22,8 @@ func fuzzSnapshot() Snapshot {
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	return Snapshot{
 		Phase: drain.Draining, MasterPID: 3983, ObservedAt: t0.Add(time.Second),
-		Drain: drain.Status{Phase: drain.Draining, StopAt: t0, BoundAt: t0.Add(18 * time.Second), Deadline: t0.Add(28 * time.Second),
-			Conditions: []drain.Condition{{Name: "quiet", Since: t0}}},
+		Drain: Drain{Phase: drain.Draining, StopRequested: t0, Bound: t0.Add(18 * time.Second), Deadline: t0.Add(28 * time.Second),
+			Conditions: []Condition{{Name: "quiet", Since: t0}}},
 		Workers:  []Worker{{PID: 4288, Sessions: 2, Requests: 7}, {PID: 4006, Old: true, Sessions: 1, Requests: 5}},
 		Settings: Settings{GracePeriod: Duration(30 * time.Second), QuietPeriod: Duration(2 * time.Second), Routing: "off"},
 	}

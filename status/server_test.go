@@ -129,10 +129,10 @@ func TestRender(t *testing.T) {
 		Phase:     drain.Stopping,
 		MasterPID: 10,
 		Settings:  Settings{Routing: "kube-proxy"},
-		Drain: drain.Status{
-			Phase: drain.Stopping, StopAt: t0, BoundAt: t0.Add(18 * time.Second), Deadline: t0.Add(28 * time.Second),
-			SoftStopAt: t0.Add(2500 * time.Millisecond), Reason: drain.ReasonQuiet,
-			Conditions: []drain.Condition{{Name: "quiet", Met: true, Since: t0.Add(500 * time.Millisecond)}},
+		Drain: Drain{
+			Phase: drain.Stopping, StopRequested: t0, Bound: t0.Add(18 * time.Second), Deadline: t0.Add(28 * time.Second),
+			SoftStop: t0.Add(2500 * time.Millisecond), Reason: drain.ReasonQuiet,
+			Conditions: []Condition{{Name: "quiet", Met: true, Since: t0.Add(500 * time.Millisecond)}},
 		},
 		Workers: []Worker{{PID: 11, Sessions: 3, Requests: 99}, {PID: 9, Old: true, Sessions: 1}},
 	}

@@ -21,14 +21,39 @@ import (
 // Snapshot is the state of the supervisor at one instant. Its JSON form is
 // the stable interface of `hapsuper status --json`; see the README.
 type Snapshot struct {
-	Phase      drain.Phase  `json:"phase"`
-	MasterPID  int          `json:"masterPid"`
-	ObservedAt time.Time    `json:"observedAt,omitzero"` // last successful poll of the master CLI
-	PollError  string       `json:"pollError,omitempty"` // last poll's error, if it failed
-	Drain      drain.Status `json:"drain"`
-	Workers    []Worker     `json:"workers"`
-	Settings   Settings     `json:"settings"`
-	Error      string       `json:"error,omitempty"` // set only in error replies
+	Phase      drain.Phase `json:"phase"`
+	MasterPID  int         `json:"masterPid"`
+	ObservedAt time.Time   `json:"observedAt,omitzero"` // last successful poll of the master CLI
+	PollError  string      `json:"pollError,omitempty"` // last poll's error, if it failed
+	Drain      Drain       `json:"drain"`
+	Workers    []Worker    `json:"workers"`
+	Settings   Settings    `json:"settings"`
+	Error      string      `json:"error,omitempty"` // set only in error replies
+}
+
+// Drain is where the drain stands. Times are zero (and left out of the
+// JSON) until they happen.
+type Drain struct {
+	Phase         drain.Phase  `json:"phase"`
+	StopRequested time.Time    `json:"stopRequested,omitzero"`
+	Bound         time.Time    `json:"bound,omitzero"`    // end of max wait
+	Deadline      time.Time    `json:"deadline,omitzero"` // hard stop
+	SoftStop      time.Time    `json:"softStop,omitzero"`
+	HardStop      time.Time    `json:"hardStop,omitzero"`
+	Exited        time.Time    `json:"exited,omitzero"` // when the master's exit was seen
+	Reason        drain.Reason `json:"reason,omitempty"`
+	Detail        string       `json:"detail,omitempty"` // what was pending or not observed when it ended
+	Conditions    []Condition  `json:"conditions,omitempty"`
+}
+
+// Condition is one condition of a drain under way: quiet or routing.
+type Condition struct {
+	Name   string    `json:"name"`           // drain.ConditionQuiet or drain.ConditionRouting
+	Met    bool      `json:"met"`            // holds now
+	Since  time.Time `json:"since,omitzero"` // quiet: last counted request (or drain start)
+	Detail string    `json:"detail,omitempty"`
+	// PendingNodes: routing only, the nodes whose kube-proxy has not confirmed.
+	PendingNodes int `json:"pendingNodes,omitempty"`
 }
 
 // Worker is one HAProxy worker as last observed.

@@ -250,7 +250,7 @@ func (l *loop) publish() drain.Phase {
 	snap := status.Snapshot{
 		Phase:     st.Phase,
 		MasterPID: l.master,
-		Drain:     st,
+		Drain:     statusDrain(st),
 		Settings:  statusSettings(l.settings, l.mode),
 		Workers:   []status.Worker{},
 	}
@@ -264,6 +264,19 @@ func (l *loop) publish() drain.Phase {
 	}
 	l.board.Publish(snap)
 	return st.Phase
+}
+
+// statusDrain is the drain as status shows it.
+func statusDrain(st drain.Status) status.Drain {
+	d := status.Drain{
+		Phase: st.Phase, StopRequested: st.StopAt, Bound: st.BoundAt, Deadline: st.Deadline,
+		SoftStop: st.SoftStopAt, HardStop: st.HardStopAt, Exited: st.ExitedAt,
+		Reason: st.Reason, Detail: st.Detail,
+	}
+	for _, c := range st.Conditions {
+		d.Conditions = append(d.Conditions, status.Condition{Name: c.Name, Met: c.Met, Since: c.Since, Detail: c.Detail, PendingNodes: c.PendingNodes})
+	}
+	return d
 }
 
 // softStopRetry is how long a worker may take to report Stopping after a

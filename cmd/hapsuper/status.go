@@ -28,35 +28,21 @@ type statusFlags struct {
 // parsing both come from here.
 func newStatusFlags(f *statusFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("hapsuper status", flag.ContinueOnError)
-	fs.StringVar(&f.socket, "socket", envOr(statusSocketEnv, defaultStatusSocket()), "status socket of the running hapsuper (its --status-socket)")
+	fs.StringVar(&f.socket, "socket", envOr(conf.StatusSocketEnv, conf.DefaultStatusSocket), "status socket of the running hapsuper (its --status-socket)")
 	fs.BoolVar(&f.json, "json", false, "print JSON (one document per refresh with --watch)")
 	fs.BoolVar(&f.watch, "watch", false, "refresh until the supervisor exits")
 	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "refresh interval of --watch (at least 50ms)")
 	return fs
 }
 
-// statusSocketEnv sets both run's --status-socket and status's --socket.
-var statusSocketEnv = conf.EnvName("status-socket")
-
 // describeStatusFlags is the status command's flags as its help shows them.
 func describeStatusFlags() []conf.Flag {
 	return conf.Describe(newStatusFlags(&statusFlags{}), func(name string) string {
 		if name == "socket" {
-			return statusSocketEnv
+			return conf.StatusSocketEnv
 		}
 		return ""
 	})
-}
-
-// defaultStatusSocket is run's --status-socket default, where a supervisor
-// started without it listens.
-func defaultStatusSocket() string {
-	for _, f := range conf.RunFlags() {
-		if f.Name == "status-socket" {
-			return f.Default
-		}
-	}
-	return ""
 }
 
 // statusCommand prints the supervisor's state once, or until it exits with --watch.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -39,5 +40,24 @@ func TestStatusOutputEndsWithNewline(t *testing.T) {
 		if !strings.Contains(out, "serving") || !strings.HasSuffix(out, "\n") || strings.HasSuffix(out, "\n\n") {
 			t.Errorf("hapsuper %s printed %q: want the status ending with one newline", strings.Join(args, " "), out)
 		}
+	}
+}
+
+// `hapsuper status` looks where `hapsuper run` listens when told nothing:
+// the same default path and the same environment variable.
+func TestStatusSocketFollowsRun(t *testing.T) {
+	t.Setenv(conf.StatusSocketEnv, "")
+	find := func(flags []conf.Flag, name string) conf.Flag {
+		for _, f := range flags {
+			if f.Name == name {
+				return f
+			}
+		}
+		t.Fatalf("no --%s flag", name)
+		return conf.Flag{}
+	}
+	run, st := find(conf.RunFlags(), "status-socket"), find(describeStatusFlags(), "socket")
+	if st.Default == "" || st.Default != run.Default || st.Env != run.Env {
+		t.Errorf("status --socket default %q env %q; run --status-socket default %q env %q", st.Default, st.Env, run.Default, run.Env)
 	}
 }

@@ -1,0 +1,57 @@
+package drain
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The README's reasons table and the phase row of its JSON table list what
+// Reasons and Phases list, in any order for the reasons and in the order of
+// a life for the phases.
+func TestREADMEListsPhasesAndReasons(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+
+	var reasons []string
+	in := false
+	for _, l := range lines {
+		switch {
+		case l == "| reason | meaning |":
+			in = true
+		case in && strings.HasPrefix(l, "| `"):
+			reasons = append(reasons, strings.Trim(strings.Split(l, "|")[1], " `"))
+		case in && l != "|---|---|":
+			in = false
+		}
+	}
+	var want []string
+	for _, r := range Reasons() {
+		want = append(want, string(r))
+	}
+	slices.Sort(reasons)
+	slices.Sort(want)
+	if !slices.Equal(reasons, want) {
+		t.Errorf("README's reasons table lists %v; drain.Reasons are %v", reasons, want)
+	}
+
+	var phases []string
+	for _, l := range lines {
+		if row, ok := strings.CutPrefix(l, "| `phase` | "); ok {
+			for p := range strings.SplitSeq(strings.TrimSuffix(row, " |"), ", ") {
+				phases = append(phases, strings.Trim(p, "`"))
+			}
+		}
+	}
+	var wantPhases []string
+	for _, p := range Phases() {
+		wantPhases = append(wantPhases, string(p))
+	}
+	if !slices.Equal(phases, wantPhases) {
+		t.Errorf("README's phase row lists %v; drain.Phases are %v", phases, wantPhases)
+	}
+}

@@ -1,0 +1,70 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
+)
+
+// The JSON of a snapshot is what `hapsuper status --json` prints and what
+// scripts parse: every field name and value format is pinned here, for a
+// snapshot with every field set and for the zero snapshot.
+func TestSnapshotJSONShape(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	full := Snapshot{
+		Phase:      drain.Stopping,
+		MasterPID:  10,
+		ObservedAt: sec(3),
+		PollError:  "read show proc: i/o timeout",
+		Drain: Drain{
+			Phase: drain.Stopping, StopRequested: t0, Bound: sec(18), Deadline: sec(28),
+			SoftStop: sec(2.5), HardStop: sec(28), Exited: sec(29),
+			Reason: drain.ReasonUnverified, Detail: "node-b: kube-proxy healthz refused",
+			Conditions: []Condition{
+				{Name: drain.ConditionQuiet, Met: true, Since: sec(0.5)},
+				{Name: drain.ConditionRouting, Met: false, Detail: "pending (default/web)", PendingNodes: 2},
+			},
+		},
+		Workers:  []Worker{{PID: 11, Old: false, Sessions: 3, Requests: 99, Connections: 40}, {PID: 9, Old: true, Sessions: 1}},
+		Settings: Settings{GracePeriod: Duration(30 * time.Second), QuietPeriod: Duration(2 * time.Second), WithdrawnQuietPeriod: Duration(time.Second), MaxWait: Duration(18 * time.Second), Margin: Duration(2 * time.Second), PollInterval: Duration(100 * time.Millisecond), Routing: "kube-proxy"},
+		Error:    "bad request",
+	}
+	for _, tc := range []struct {
+		name string
+		snap Snapshot
+		want string
+	}{
+		{"every field", full, `{"phase":"stopping","masterPid":10,"observedAt":"2026-11-30T12:00:03Z","pollError":"read show proc: i/o timeout",` +
+			`"drain":{"phase":"stopping","stopRequested":"2026-11-30T12:00:00Z","bound":"2026-11-30T12:00:18Z","deadline":"2026-11-30T12:00:28Z",` +
+			`"softStop":"2026-11-30T12:00:02.5Z","hardStop":"2026-11-30T12:00:28Z","exited":"2026-11-30T12:00:29Z",` +
+			`"reason":"unverified","detail":"node-b: kube-proxy healthz refused",` +
+			`"conditions":[{"name":"quiet","met":true,"since":"2026-11-30T12:00:00.5Z"},{"name":"routing","met":false,"detail":"pending (default/web)","pendingNodes":2}]},` +
+			`"workers":[{"pid":11,"old":false,"sessions":3,"requests":99,"connections":40},{"pid":9,"old":true,"sessions":1,"requests":0,"connections":0}],` +
+			`"settings":{"gracePeriod":"30s","quietPeriod":"2s","withdrawnQuietPeriod":"1s","maxWait":"18s","margin":"2s","pollInterval":"100ms","routing":"kube-proxy"},` +
+			`"error":"bad request"}`},
+		{"zero", Snapshot{}, `{"phase":"","masterPid":0,"drain":{"phase":""},"workers":null,` +
+			`"settings":{"gracePeriod":"0s","quietPeriod":"0s","withdrawnQuietPeriod":"0s","maxWait":"0s","margin":"0s","pollInterval":"0s","routing":""}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.Marshal(tc.snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("JSON:\n got %s\nwant %s", got, tc.want)
+			}
+			var back Snapshot
+			if err := json.Unmarshal(got, &back); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			again, _ := json.Marshal(back)
+			if !bytes.Equal(again, got) {
+				t.Errorf("decode and encode again:\n got %s\nwant %s", again, got)
+			}
+		})
+	}
+}
