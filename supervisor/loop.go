@@ -21,7 +21,8 @@ type loop struct {
 	board    *status.Board
 	settings conf.Settings
 	graceful map[string]bool // frontends whose soft stop is graceful, for the poller
-	master   int
+	master   int             // the master's pid, for logs and status
+	proc     process         // the master, to signal, kill and reap
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
 	mode     string  // the routing mode, for status
@@ -214,23 +215,23 @@ func (l *loop) feedRouting(now time.Time) {
 
 // reap collects exited children and notices the master's exit.
 func (l *loop) reap() {
-	ws, done := reapAll(l.master, l.log)
+	code, done := l.proc.Reap()
 	if !done {
 		return
 	}
 	l.exited = true
-	l.exitCode = exitCode(ws)
+	l.exitCode = code
 	l.drain.MasterExited(l.now())
 	l.log.Info("haproxy exited", "pid", l.master, "code", l.exitCode)
 	l.killGroup() // workers left behind by a killed master
-	reapAll(l.master, l.log)
+	l.proc.Reap()
 }
 
 func (l *loop) signalMaster(sig syscall.Signal) {
 	if l.exited {
 		return
 	}
-	if err := syscall.Kill(l.master, sig); err != nil {
+	if err := l.proc.Signal(sig); err != nil {
 		l.log.Warn("signal to haproxy master failed", "signal", conf.SignalName(sig), "pid", l.master, "err", err)
 	}
 }
@@ -238,7 +239,7 @@ func (l *loop) signalMaster(sig syscall.Signal) {
 // killGroup SIGKILLs HAProxy's process group (the master's pid is its id).
 func (l *loop) killGroup() {
 	l.killed = true
-	if err := syscall.Kill(-l.master, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+	if err := l.proc.KillGroup(); err != nil {
 		l.log.Warn("kill haproxy process group failed", "pgid", l.master, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"syscall"
@@ -78,6 +79,44 @@ func startMaster(path string, argv, env []string) (int, error) {
 	pid := p.Pid
 	p.Release() // the reaper waits with wait4(-1); the os.Process must not
 	return pid, nil
+}
+
+// process is the HAProxy master as the loop acts on it. The loop's tests
+// replace it with a fake that records what was sent.
+type process interface {
+	// Signal sends sig to the master.
+	Signal(sig syscall.Signal) error
+	// KillGroup SIGKILLs the master's process group: every HAProxy process.
+	KillGroup() error
+	// Reap collects every child that exited and returns the master's exit
+	// code once it is among them.
+	Reap() (code int, exited bool)
+}
+
+// masterProcess is the process started by startMaster: its pid is also its
+// process group's id.
+type masterProcess struct {
+	pid int
+	log *slog.Logger
+}
+
+var _ process = masterProcess{}
+
+func (m masterProcess) Signal(sig syscall.Signal) error { return syscall.Kill(m.pid, sig) }
+
+func (m masterProcess) KillGroup() error {
+	if err := syscall.Kill(-m.pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+		return err
+	}
+	return nil
+}
+
+func (m masterProcess) Reap() (int, bool) {
+	ws, done := reapAll(m.pid, m.log)
+	if !done {
+		return 0, false
+	}
+	return exitCode(ws), true
 }
 
 // exitCode maps a wait status to the code a shell would report.

@@ -140,13 +140,15 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	}
 	sv.log.Info("haproxy started", "pid", master, "argv", argv, "notify", notify)
 
+	log := sv.log.With("component", "supervisor")
 	l := &loop{
-		log:      sv.log.With("component", "supervisor"),
+		log:      log,
 		drain:    drain.New(drainSettings(s, insp)),
 		board:    board,
 		settings: s,
 		graceful: gracefulFrontends(insp),
 		master:   master,
+		proc:     masterProcess{pid: master, log: log},
 		stops:    signalSet(s.StopSignals),
 		now:      time.Now,
 		mode:     mode,

@@ -1,0 +1,317 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/runtimeapi"
+	"github.com/hapsuper/hapsuper/status"
+)
+
+// Scenario tests of the loop: a fake master records what the loop sends it,
+// a fake clock is stepped, and every event is handed to the loop as run
+// hands it (the handler, then step, then publish). Times are offsets from t0.
+
+var t0 = time.Unix(1e9, 0)
+
+func sec(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// fakeMaster is the HAProxy master as the loop sees it. It records every
+// signal (by name) and every SIGKILL of the group ("KILL-GROUP"), with the
+// offset it came at; exit makes the next Reap report the master gone.
+type fakeMaster struct {
+	clock *time.Time
+	sent  []string // "SIGUSR1@3s"
+	code  int
+	gone  bool
+}
+
+func (m *fakeMaster) record(what string) {
+	m.sent = append(m.sent, fmt.Sprintf("%s@%v", what, m.clock.Sub(t0)))
+}
+
+func (m *fakeMaster) Signal(sig syscall.Signal) error { m.record(conf.SignalName(sig)); return nil }
+func (m *fakeMaster) KillGroup() error                { m.record("KILL-GROUP"); return nil }
+func (m *fakeMaster) Reap() (int, bool) {
+	gone := m.gone
+	m.gone = false // reaped once, as wait4 reports a child once
+	return m.code, gone
+}
+
+// fakeRouting is a routing observation with a fixed verdict and the pod's
+// grace period from a given instant on.
+type fakeRouting struct {
+	clock     *time.Time
+	verdict   drain.Routing
+	grace     time.Duration
+	graceFrom time.Duration // offset from which PodGracePeriod knows grace; <0: never
+	ended     []drain.Status
+}
+
+func (r *fakeRouting) Routing(time.Time) drain.Routing { return r.verdict }
+func (r *fakeRouting) StopRequested(time.Time)         {}
+func (r *fakeRouting) PodGracePeriod() (time.Duration, bool) {
+	if r.graceFrom < 0 || r.clock.Sub(t0) < r.graceFrom {
+		return 0, false
+	}
+	return r.grace, true
+}
+func (r *fakeRouting) DrainEnded(st drain.Status)    { r.ended = append(r.ended, st) }
+func (r *fakeRouting) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// scenario drives one loop with the fake clock.
+type scenario struct {
+	t      *testing.T
+	l      *loop
+	master *fakeMaster
+	clock  time.Time
+}
+
+// testSettings: grace 30s, margin 2s (deadline 28s after the stop request,
+// SIGKILL of the group 1s after the hard stop), max wait 20s, quiet 2s.
+var testSettings = conf.Settings{
+	GracePeriod: 30 * time.Second, Margin: 2 * time.Second, MaxWait: 20 * time.Second,
+	QuietPeriod: 2 * time.Second, WithdrawnQuietPeriod: 2 * time.Second, PollInterval: 100 * time.Millisecond,
+	StopSignals: []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
+}
+
+// newScenario returns a loop whose HAProxy serves with worker 100 read at
+// t0. rt may be nil (routing off).
+func newScenario(t *testing.T, s conf.Settings, rt *fakeRouting) *scenario {
+	sc := &scenario{t: t, clock: t0}
+	sc.master = &fakeMaster{clock: &sc.clock}
+	sc.l = &loop{
+		log: discard, drain: drain.New(drainSettings(s, conf.Inspection{})), board: status.NewBoard(status.Snapshot{}),
+		settings: s, master: 42, proc: sc.master, stops: signalSet(s.StopSignals),
+		now: func() time.Time { return sc.clock }, mode: conf.RoutingOff,
+	}
+	if rt != nil {
+		rt.clock = &sc.clock
+		sc.l.routing, sc.l.mode = rt, conf.RoutingEndpointSlices
+	}
+	sc.poll(0, worker{pid: 100})
+	return sc
+}
+
+// worker is one worker in a poll.
+type worker struct {
+	pid      int
+	old      bool
+	stopping bool
+	requests uint64
+}
+
+// event hands one event to the loop at off, as run does.
+func (sc *scenario) event(off time.Duration, handle func()) {
+	sc.clock = t0.Add(off)
+	handle()
+	if !sc.l.exited {
+		sc.l.step()
+	}
+	sc.l.publish()
+}
+
+func (sc *scenario) signal(off time.Duration, sig syscall.Signal) {
+	sc.event(off, func() { sc.l.onSignal(sig) })
+}
+
+// tick is the loop's ticker: reap, then step.
+func (sc *scenario) tick(off time.Duration) { sc.event(off, sc.l.reap) }
+
+// poll is a successful poll that started and ended at off.
+func (sc *scenario) poll(off time.Duration, ws ...worker) {
+	o := observation{started: t0.Add(off), obs: drain.Observation{At: t0.Add(off)}}
+	for _, w := range ws {
+		o.sample.Workers = append(o.sample.Workers, runtimeapi.WorkerSample{
+			Process: runtimeapi.Process{PID: w.pid, Old: w.old},
+			Info:    runtimeapi.Info{PID: w.pid, Stopping: w.stopping},
+		})
+		o.obs.Workers = append(o.obs.Workers, drain.Worker{PID: w.pid, Old: w.old, Requests: w.requests, Connections: w.requests})
+	}
+	sc.event(off, func() { sc.l.onObservation(o) })
+}
+
+// exit is the master's exit with code, seen at the tick at off.
+func (sc *scenario) exit(off time.Duration, code int) {
+	sc.master.code, sc.master.gone = code, true
+	sc.tick(off)
+}
+
+// wantSent fails unless the master got exactly these, in order.
+func (sc *scenario) wantSent(want ...string) {
+	sc.t.Helper()
+	if !slices.Equal(sc.master.sent, want) {
+		sc.t.Fatalf("sent to the master %q, want %q", sc.master.sent, want)
+	}
+}
+
+// HAProxy 2.6 may ignore a SIGUSR1 that arrives just after its workers
+// started: while a current worker does not say Stopping 500ms after the
+// soft stop, the soft stop is sent again, at most every 500ms; an old
+// worker's state does not count, and once a poll shows every current
+// worker stopping nothing more is sent.
+func TestLoopSoftStopRetry(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.signal(sec(1), syscall.SIGTERM)
+	for off := sec(1.5); off < sec(3); off += sec(0.5) {
+		sc.poll(off, worker{pid: 100})
+	}
+	sc.wantSent()
+	sc.poll(sec(3), worker{pid: 100}) // quiet since the stop request: soft stop
+	sc.wantSent("SIGUSR1@3s")
+	sc.poll(sec(3.4), worker{pid: 100}, worker{pid: 90, old: true, stopping: true})
+	sc.wantSent("SIGUSR1@3s") // too early to tell
+	sc.poll(sec(3.5), worker{pid: 100}, worker{pid: 90, old: true, stopping: true})
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s")
+	sc.poll(sec(3.9), worker{pid: 100})
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s") // 400ms after the retry
+	sc.poll(sec(4), worker{pid: 100})
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s", "SIGUSR1@4s")
+	sc.poll(sec(4.5), worker{pid: 100, stopping: true}, worker{pid: 90, old: true})
+	sc.poll(sec(5), worker{pid: 100, stopping: true})
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s", "SIGUSR1@4s")
+}
+
+// A worker that never reports Stopping gets no soft stop after the hard
+// stop: SIGTERM has replaced it.
+func TestLoopNoSoftStopRetryAfterHardStop(t *testing.T) {
+	s := testSettings
+	s.GracePeriod, s.MaxWait = 6*time.Second, 3*time.Second // deadline 4s after the stop, bound 3s
+	sc := newScenario(t, s, nil)
+	sc.signal(0, syscall.SIGTERM)
+	sc.poll(sec(2), worker{pid: 100})
+	sc.wantSent("SIGUSR1@2s")
+	sc.tick(sec(4))
+	sc.poll(sec(4.5), worker{pid: 100})
+	sc.poll(sec(4.9), worker{pid: 100})
+	sc.wantSent("SIGUSR1@2s", "SIGTERM@4s")
+}
+
+// Clients that never pause: the soft stop at the bound (20s), the hard stop
+// at the deadline (28s), and when the master is still there
+// min(margin/2, 1s) later its process group is SIGKILLed, once. The
+// master's exit code is the loop's.
+func TestLoopKillsGroupAfterHardStop(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.signal(0, syscall.SIGTERM)
+	n := uint64(0)
+	for off := sec(0.5); off < sec(20); off += sec(0.5) {
+		n++
+		sc.poll(off, worker{pid: 100, requests: n})
+	}
+	sc.wantSent()
+	sc.tick(sec(20))
+	sc.wantSent("SIGUSR1@20s")
+	sc.tick(sec(27.9))
+	sc.wantSent("SIGUSR1@20s")
+	sc.tick(sec(28))
+	sc.wantSent("SIGUSR1@20s", "SIGTERM@28s")
+	sc.tick(sec(28.9))
+	sc.wantSent("SIGUSR1@20s", "SIGTERM@28s")
+	sc.tick(sec(29))
+	sc.tick(sec(29.5))
+	sc.wantSent("SIGUSR1@20s", "SIGTERM@28s", "KILL-GROUP@29s")
+	sc.exit(sec(29.6), 137)
+	if !sc.l.exited || sc.l.exitCode != 137 {
+		t.Fatalf("exited %v code %d, want the master's 137", sc.l.exited, sc.l.exitCode)
+	}
+	// Workers a killed master left behind are killed too; nothing more is
+	// signalled to a master that is gone.
+	sc.signal(sec(30), syscall.SIGHUP)
+	sc.wantSent("SIGUSR1@20s", "SIGTERM@28s", "KILL-GROUP@29s", "KILL-GROUP@29.6s")
+	if ph := sc.l.board.Load().Phase; ph != drain.Exited {
+		t.Errorf("published phase %s, want exited", ph)
+	}
+}
+
+// A master that exits after the soft stop ends the loop with its code and
+// gets no hard stop; only what it may have left behind is killed.
+func TestLoopNoHardStopWhenMasterExits(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.signal(0, syscall.SIGTERM)
+	sc.poll(sec(2), worker{pid: 100})
+	sc.exit(sec(2.5), 0)
+	sc.wantSent("SIGUSR1@2s", "KILL-GROUP@2.5s")
+	if !sc.l.exited || sc.l.exitCode != 0 {
+		t.Errorf("exited %v code %d, want the master's 0", sc.l.exited, sc.l.exitCode)
+	}
+}
+
+// A reload (SIGHUP or SIGUSR2) while draining reaches the master as SIGUSR2
+// and changes nothing of the drain: the new worker starts at zero, the old
+// one's counters still count, and the drain ends when both are quiet. Once
+// the soft stop was sent a reload is ignored (it would start workers that
+// listen again), and a second stop signal is never forwarded.
+func TestLoopReloadWhileStopping(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.signal(0, syscall.SIGTERM)
+	sc.poll(sec(0.5), worker{pid: 100, requests: 1})
+	sc.signal(sec(0.6), syscall.SIGHUP)
+	sc.wantSent("SIGUSR2@600ms")
+	sc.signal(sec(0.7), syscall.SIGTERM) // a second stop request
+	sc.signal(sec(0.8), syscall.SIGUSR1) // a stop signal too: not forwarded
+	sc.wantSent("SIGUSR2@600ms")
+	sc.poll(sec(1), worker{pid: 101}, worker{pid: 100, old: true, stopping: true, requests: 2})
+	sc.signal(sec(1.1), syscall.SIGUSR2)
+	sc.wantSent("SIGUSR2@600ms", "SIGUSR2@1.1s")
+	for off := sec(1.5); off < sec(3); off += sec(0.5) {
+		sc.poll(off, worker{pid: 101}, worker{pid: 100, old: true, stopping: true, requests: 2})
+	}
+	sc.wantSent("SIGUSR2@600ms", "SIGUSR2@1.1s")
+	sc.poll(sec(3), worker{pid: 101}, worker{pid: 100, old: true, stopping: true, requests: 2})
+	sc.wantSent("SIGUSR2@600ms", "SIGUSR2@1.1s", "SIGUSR1@3s")
+	sc.signal(sec(3.1), syscall.SIGHUP)
+	sc.signal(sec(3.2), syscall.SIGUSR2)
+	sc.wantSent("SIGUSR2@600ms", "SIGUSR2@1.1s", "SIGUSR1@3s")
+	if st := sc.l.board.Load().Drain; !st.StopRequested.Equal(t0) || !st.SoftStop.Equal(t0.Add(sec(3))) || st.Reason != drain.ReasonQuiet {
+		t.Errorf("published drain %+v, want stop at 0, soft stop at 3s, reason quiet", st)
+	}
+}
+
+// The pod's own grace period, shorter than --grace-period, moves the
+// deadline to stop request + pod grace − margin and the bound by as much,
+// whether the routing watch saw it before the stop request or during the
+// drain. Routing stays pending, so the bound ends the drain.
+func TestLoopPodGracePeriod(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		graceFrom time.Duration // when the watch sees the pod's grace period
+		grace     time.Duration
+		soft, ddl time.Duration // from the stop request at 1s
+	}{
+		{"unknown", -1, 0, sec(20), sec(28)},
+		{"seen before the stop", sec(0.5), sec(20), sec(10), sec(18)},
+		{"seen while draining", sec(5), sec(20), sec(10), sec(18)},
+		{"longer than --grace-period", sec(0.5), sec(45), sec(20), sec(28)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &fakeRouting{verdict: drain.Routing{State: drain.RoutingPending, Detail: "default/web"}, grace: tc.grace, graceFrom: tc.graceFrom}
+			sc := newScenario(t, testSettings, rt)
+			stop := sec(1)
+			sc.signal(stop, syscall.SIGTERM)
+			for off := stop + sec(0.5); off < stop+tc.soft; off += sec(0.5) {
+				sc.poll(off, worker{pid: 100})
+			}
+			sc.wantSent()
+			if got := sc.l.board.Load().Drain.Deadline; !got.Equal(t0.Add(stop + tc.ddl)) {
+				t.Errorf("published deadline %v, want %v", got.Sub(t0), stop+tc.ddl)
+			}
+			sc.tick(stop + tc.soft)
+			soft := fmt.Sprintf("SIGUSR1@%v", stop+tc.soft)
+			sc.wantSent(soft)
+			if len(rt.ended) != 1 || rt.ended[0].Reason != drain.ReasonBound {
+				t.Errorf("drain ends announced %+v, want one, bound", rt.ended)
+			}
+			sc.tick(stop + tc.ddl - sec(0.1))
+			sc.wantSent(soft)
+			sc.tick(stop + tc.ddl)
+			sc.wantSent(soft, fmt.Sprintf("SIGTERM@%v", stop+tc.ddl))
+		})
+	}
+}
