@@ -1,31 +1,3 @@
-// Package runtimeapi is hapsuper's client of HAProxy's master CLI (the socket
-// given to `haproxy -S`): `show proc`, `@!<pid> show info`,
-// `@!<pid> show stat -1 1 -1` and `reload`, with typed results.
-//
-// It is the project's own rather than client-native's runtime package, which
-// cannot reach old workers (those still finishing after a reload or a soft
-// stop, whose counters a drain must see), sends a command the 2.6 master
-// rejects, and returns partial reads with a nil error. Here a reply that ends
-// before its terminator, is cut by the deadline or exceeds MaxReplySize is an
-// error, never a short result.
-//
-// The protocol, as measured on HAProxy 2.6.12 (see testdata/README):
-//   - One connection per call carries one command line. The client then shuts
-//     down its sending side: the master answers, and closes the connection
-//     only once it has seen that (it holds it open otherwise).
-//   - Several commands fit on one line separated by `;`; each command's output
-//     ends with an empty line.
-//   - An error about the target (`Can't find the target PID matching the
-//     prefix '@!<pid>'`, `Can't connect to the target CLI!`) has no empty line
-//     and ends the whole line: the commands after it are not run. Other errors
-//     come back as ordinary output ("Unknown command, ...", "No such proxy.").
-//   - For some 50 ms after a 2.6 reload the socket refuses (or resets)
-//     connections while the master re-executes itself; callers see a failed
-//     call and may try again later.
-//
-// The package must not: keep connections open between calls, retry a failed
-// call, interpret counters (drain/ does), log, or send anything but the
-// read-only commands above and `reload`.
 package runtimeapi
 
 import (

@@ -1,12 +1,9 @@
 // Package supervisor is hapsuper's PID 1: it starts HAProxy in master-worker
-// mode, reaps every child, routes signals, feeds the drain state machine with
-// what the master CLI reports, carries out the drain's actions on the master
-// process, and exits with HAProxy's code.
-//
-// Signals: the stop signals (SIGTERM and SIGUSR1 by default) start a drain
-// and are never forwarded (SIGTERM to the master is a hard stop). SIGHUP and
-// SIGUSR2 reload HAProxy (SIGUSR2 to the master). SIGINT and SIGQUIT, from a
-// terminal, hard-stop at once. Every other signal is ignored.
+// mode, reaps every child, routes signals (the stop signals start a drain and
+// are never forwarded; SIGHUP and SIGUSR2 reload; SIGINT and SIGQUIT
+// hard-stop; docs/signals.md for the first milliseconds), feeds the drain
+// state machine what the master CLI and routing report, carries out its
+// actions on the master, and exits with HAProxy's code.
 //
 // Shutdown budget, from the stop request (grace period G, margin M):
 //
