@@ -59,6 +59,15 @@ const (
 	DefaultKubeProxySyncAllowance = 250 * time.Millisecond
 )
 
+// ServingPollInterval is how often the master CLI is read while HAProxy
+// serves and no drain is under way (--poll-interval when that is longer):
+// enough for health, status and metrics. Each reading costs the master a few
+// CLI round trips (show proc, then each worker's counters); at
+// --poll-interval for the pod's whole life it was 2-3 % of a core at idle.
+// The baseline a drain needs is taken at the stop request, and quiet is
+// proved by readings taken after it, at --poll-interval.
+const ServingPollInterval = time.Second
+
 // StatusSocketEnv is the variable that sets --status-socket; `hapsuper
 // status` reads it for its --socket too.
 var StatusSocketEnv = EnvName("status-socket")
@@ -113,7 +122,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(durationValue{&s.WithdrawnQuietPeriod}, "withdrawn-quiet-period", "once routing is observed withdrawn: no new connection for this long is quiet (at most quiet-period)")
 	fs.Var(durationValue{&s.MaxWait}, "max-wait", "longest drain before the soft stop; the soft stop keeps the rest of grace-period − margin")
 	fs.Var(durationValue{&s.Margin}, "margin", "safety margin before the kubelet's SIGKILL; the deadline is stop request + grace-period − margin")
-	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read while starting and draining (at least 10ms); every 1s while serving")
+	fs.Var(durationValue{&s.PollInterval}, "poll-interval", "how often HAProxy's counters are read while starting and draining (at least 10ms); every "+ServingPollInterval.String()+" while serving")
 	fs.Var(listValue{&s.IgnoreFrontends}, "ignore-frontends", "comma separated frontends whose traffic does not count (probes, stats)")
 	fs.StringVar(&s.MasterSocket, "master-socket", s.MasterSocket, "HAProxy master CLI socket (-S); the HAProxy command's own -S wins")
 	fs.StringVar(&s.StatusSocket, "status-socket", s.StatusSocket, "hapsuper's status socket")

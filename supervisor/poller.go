@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 )
@@ -14,12 +15,8 @@ type sampler interface {
 }
 
 // servingPollInterval is how often the master CLI is read while HAProxy
-// serves and no drain is under way: enough for health, status and metrics.
-// Each reading costs the master a few CLI round trips (show proc, then each
-// worker's counters); at --poll-interval for the pod's whole life it was
-// 2-3 % of a core at idle. The baseline a drain needs is taken at the stop
-// request, and quiet is proved by readings taken after it, at --poll-interval.
-const servingPollInterval = time.Second
+// serves and no drain is under way (conf.ServingPollInterval, which says why).
+const servingPollInterval = conf.ServingPollInterval
 
 // poller reads HAProxy's counters and hands each result to the loop. It
 // never decides anything: a failed poll is an observation too.
