@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
 )
 
@@ -75,7 +76,7 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 		if picked == routing.ModeKubeProxy {
 			r.add(AreaRouting, "mode", OK, "auto picks kube-proxy: "+why, "")
 		} else {
-			r.add(AreaRouting, "mode", Warn, "auto picks "+string(picked)+": "+why+"; drains then end withdrawn-in-api, kube-proxy not observed",
+			r.add(AreaRouting, "mode", Warn, "auto picks "+string(picked)+": "+why+"; drains then end "+string(drain.ReasonWithdrawnInAPI)+", kube-proxy not observed",
 				"grant list on nodes (deploy/overlays/kube-proxy) and let the pod reach the nodes' kube-proxy healthz, or set --routing endpointslices to say so")
 		}
 	} else {

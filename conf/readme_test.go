@@ -3,7 +3,10 @@ package conf
 import (
 	"bufio"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -105,4 +108,38 @@ func checkRows(rows []string, path string) ([]string, error) {
 		return nil, fmt.Errorf("%s: no | flag | default | meaning | table under a ### Flags heading", path)
 	}
 	return rows, nil
+}
+
+// The manifests in deploy/ set hapsuper's flags by their variables: every
+// HAPSUPER_ variable they name must be a run flag's, or the pod runs with a
+// setting that nothing reads.
+func TestDeployNamesFlagVariables(t *testing.T) {
+	known := map[string]bool{}
+	for _, f := range RunFlags() {
+		known[f.Env] = true
+	}
+	re := regexp.MustCompile(`HAPSUPER_[A-Z][A-Z0-9_]*`)
+	seen := 0
+	err := filepath.WalkDir("../deploy", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, v := range re.FindAllString(string(b), -1) {
+			seen++
+			if !known[v] {
+				t.Errorf("%s sets %s, which is no flag's variable", path, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Fatal("no HAPSUPER_ variable found in deploy/: the manifests moved?")
+	}
 }
