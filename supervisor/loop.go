@@ -208,8 +208,14 @@ func (l *loop) feedRouting(now time.Time) {
 	}
 	l.lastRouting = r
 	l.drain.SetRouting(r, now)
-	if grace, ok := l.routing.PodGracePeriod(); ok && l.drain.SetPodGracePeriod(grace) {
-		l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", l.drain.Status(now).Deadline)
+	grace, ok := l.routing.PodGracePeriod()
+	if !ok || !l.drain.SetPodGracePeriod(grace) {
+		return
+	}
+	if st := l.drain.Status(now); !st.StopAt.IsZero() {
+		l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", st.Deadline)
+	} else {
+		l.log.Info("the pod's grace period is shorter: the deadline will count from it", "grace", grace.String())
 	}
 }
 
