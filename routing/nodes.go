@@ -67,9 +67,12 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		}
 		return false
 	}
-	for name := range old {
+	for name, n := range old {
 		if _, ok := next[name]; !ok && left[name] == "" {
 			left[name] = "deleted"
+		}
+		if next[name] == nil || next[name].addr != n.addr {
+			o.http.closeIdle(n.addr) // not asked there again
 		}
 	}
 	o.mu.Lock()

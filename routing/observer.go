@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -26,7 +25,7 @@ type Observer struct {
 	match  matcher
 	client API
 	clock  clock.WithTicker
-	http   *http.Client
+	http   *healthzClient
 	log    *slog.Logger
 	kick   chan struct{} // StopRequested asks Run for a round now
 
@@ -61,15 +60,10 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 	}
 	addrs, _ := cfg.Identity.addrs()
 	conns := &connSet{}
-	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
 	// An idle connection per pending node is kept for the next round
-	// (closed once the node confirmed), with 512-byte buffers where
-	// net/http's are 4 KB: ~7 MB less per thousand nodes. An answer is
-	// ~450 bytes, headers included; a longer one is read in pieces. (Keeping
-	// no idle connection at all cost more: a dial per poll slowed the
-	// rounds, and confirmation, under load.)
-	tr := hc.Transport.(*http.Transport)
-	tr.ReadBufferSize, tr.WriteBufferSize = 512, 512
+	// (closed once the node confirmed). Keeping none cost more: a dial per
+	// poll slowed the rounds, and confirmation, under load.
+	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
 	return &Observer{
 		cfg:    cfg,
 		rule:   rule{minSync: cfg.MinSyncPeriod, allowance: cfg.SyncAllowance, lag: cfg.lag()},

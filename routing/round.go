@@ -78,6 +78,7 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
 		// Not asked again unless a later withdrawal needs it: its idle
 		// connection (buffers, two goroutines) would stay until exit.
+		o.http.closeIdle(n.addr)
 		o.conns.close(n.addr)
 	}
 }
