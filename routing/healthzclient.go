@@ -20,8 +20,8 @@ import (
 // connection, whose stacks (4-8 KB each, sized by the runtime from the
 // average stack) made most of the fan-out's RSS growth at a thousand nodes;
 // here an idle connection is the socket and a 512-byte read buffer, and the
-// exchange runs on the caller's goroutine. Safe for concurrent use; one
-// request at a time per address (a round asks each node once).
+// exchange runs on the caller's goroutine. Safe for concurrent use: two
+// requests to one address at once take two connections, and one is kept.
 type healthzClient struct {
 	dial        dialFunc
 	dialTimeout time.Duration
@@ -88,7 +88,7 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr string,
 	}
 	stop := context.AfterFunc(ctx, func() { kc.SetDeadline(time.Unix(1, 0)) }) // shutting down: unblock
 	defer stop()
-	if _, err := io.WriteString(kc, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\nAccept: application/json\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(kc, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
 		return 0, nil, c.failed(ctx, addr, err, reused)
 	}
 	if _, err := kc.r.Peek(1); err != nil {
