@@ -20,13 +20,14 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/routing/kube"
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 // gracefulCfg is a configuration check has nothing to say about.
@@ -106,7 +107,7 @@ func slice(name, svc string, extra map[string]string) *discovery.EndpointSlice {
 }
 
 // client is the fake clientset with the authorizer's reactor.
-func (c *cluster) client() kubernetes.Interface {
+func (c *cluster) client() API {
 	cs := fake.NewClientset(c.objects...)
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
@@ -118,7 +119,17 @@ func (c *cluster) client() kubernetes.Interface {
 		sar.Status.Allowed = !c.denied[key]
 		return true, sar, nil
 	})
-	return cs
+	return kubefake.New(cs)
+}
+
+// realClient is the client `run` builds, on cfg.
+func realClient(t *testing.T, cfg *rest.Config) API {
+	t.Helper()
+	client, err := kube.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 func (c *cluster) healthzPort(t *testing.T) string {
@@ -347,7 +358,7 @@ func TestRun_APIServerUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens: connections are refused
-	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "https://" + addr, Timeout: apiTimeout})
+	client := realClient(t, &rest.Config{Host: "https://" + addr, Timeout: apiTimeout})
 	c := newCluster(t)
 	start := time.Now()
 	r := Run(context.Background(), Input{Settings: settings(t, gracefulCfg, "--routing", "auto"),
@@ -381,7 +392,7 @@ func TestRun_APIServerSilent(t *testing.T) {
 			go func() { <-done; conn.Close() }()
 		}
 	}()
-	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "https://" + l.Addr().String(), Timeout: apiTimeout})
+	client := realClient(t, &rest.Config{Host: "https://" + l.Addr().String(), Timeout: apiTimeout})
 	c := newCluster(t)
 	start := time.Now()
 	r := Run(context.Background(), Input{Settings: settings(t, gracefulCfg, "--routing", "endpointslices"),

@@ -10,9 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
@@ -84,7 +81,7 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 	}
 
 	pctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	pod, podErr := in.Client.CoreV1().Pods(id.Namespace).Get(pctx, id.PodName, metav1.GetOptions{})
+	pod, podErr := in.Client.GetPod(pctx, id.Namespace, id.PodName)
 	cancel()
 	if podErr != nil {
 		pod = nil
@@ -103,10 +100,10 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 }
 
 // serverVersion asks the apiserver its version: whether it answers at all.
-func serverVersion(ctx context.Context, client kubernetes.Interface) (string, error) {
+func serverVersion(ctx context.Context, client API) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	v, err := discovery.ToServerVersionInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
+	v, err := client.ServerVersion(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/routing"
 )
@@ -44,7 +42,7 @@ func (g grant) String() string {
 
 // grantRows asks, by SelfSubjectAccessReview, whether the credentials may
 // make each request of the mode.
-func grantRows(ctx context.Context, r *Report, client kubernetes.Interface, id routing.Identity, mode routing.Mode) {
+func grantRows(ctx context.Context, r *Report, client API, id routing.Identity, mode routing.Mode) {
 	overlay := "deploy/overlays/endpointslices/rbac.yaml"
 	for _, g := range grants {
 		if g.kubeProxy && mode != routing.ModeKubeProxy {
@@ -87,11 +85,11 @@ func grantRows(ctx context.Context, r *Report, client kubernetes.Interface, id r
 }
 
 // review asks whether the client's own credentials may make the request.
-func review(ctx context.Context, client kubernetes.Interface, attrs *authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
+func review(ctx context.Context, client API, attrs *authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	sar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs}}
-	got, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	got, err := client.CreateSelfSubjectAccessReview(ctx, sar)
 	if err != nil {
 		return false, "", err
 	}

@@ -8,14 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/routing"
 )
 
 // pathRows shows the Services whose slices list the pod and every path a
 // drain could not observe, as the observer judges them.
-func pathRows(ctx context.Context, r *Report, client kubernetes.Interface, id routing.Identity, pod *corev1.Pod) {
+func pathRows(ctx context.Context, r *Report, client API, id routing.Identity, pod *corev1.Pod) {
 	ctx, cancel := context.WithTimeout(ctx, 2*apiTimeout)
 	defer cancel()
 	sv, err := routing.SurveyPod(ctx, client, id, pod)
@@ -56,7 +55,7 @@ func pathRows(ctx context.Context, r *Report, client kubernetes.Interface, id ro
 const maxNodeRows = 10
 
 // kubeProxyRows asks every node's kube-proxy healthz once.
-func kubeProxyRows(ctx context.Context, r *Report, client kubernetes.Interface, port int) {
+func kubeProxyRows(ctx context.Context, r *Report, client API, port int) {
 	ctx, cancel := context.WithTimeout(ctx, 2*apiTimeout)
 	defer cancel()
 	nodes, err := routing.ProbeKubeProxies(ctx, client, port)

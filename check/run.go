@@ -5,11 +5,24 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/routing"
+	"github.com/hapsuper/hapsuper/routing/kube"
 )
+
+// API is the apiserver as check asks it: routing's requests, the pod, the
+// server's version and SelfSubjectAccessReviews. *kube.Client is the real
+// one.
+type API interface {
+	routing.API
+	ServerVersion(ctx context.Context) (*version.Info, error)
+	CreateSelfSubjectAccessReview(ctx context.Context, sar *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error)
+}
+
+var _ API = (*kube.Client)(nil)
 
 // Input is what a check looks at: the settings `run` would take, the
 // environment (the pod's downward-API variables), and a Kubernetes client
@@ -18,7 +31,7 @@ type Input struct {
 	Settings conf.Settings
 	Getenv   func(string) string
 	// Client is nil when there are no credentials; ClientErr says why.
-	Client    kubernetes.Interface
+	Client    API
 	ClientErr error
 }
 
@@ -67,9 +80,9 @@ func NewInput(s conf.Settings, getenv func(string) string) Input {
 	}
 	cfg.UserAgent = "hapsuper-check"
 	cfg.Timeout = apiTimeout
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewForConfig(cfg)
 	if err != nil {
-		in.ClientErr = fmt.Errorf("build a Kubernetes client: %w", err)
+		in.ClientErr = err
 		return in
 	}
 	in.Client = client

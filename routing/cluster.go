@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing/kube"
 )
 
 // Cluster is hapsuper's one boundary with the Kubernetes API: the routing
@@ -60,9 +60,9 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 	if idErr != nil {
 		return nil, fmt.Errorf("--routing %s: %w", mode, idErr)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("build a Kubernetes client: %w", err)
+		return nil, err
 	}
 	if !explicit {
 		ctx, cancel := context.WithTimeout(context.Background(), pickModeTimeout)

@@ -6,10 +6,9 @@ import (
 	"sync"
 )
 
-// connSet tracks the open healthz connections per address, so that a
-// confirmed node's connection can be closed: the HTTP transport would keep
-// it idle (two goroutines and their buffers) until hapsuper exits, tens of
-// MB over a thousand nodes.
+// connSet tracks the open healthz connections per address, kept or in
+// use, so that every connection to a confirmed node is closed, whatever
+// holds it.
 type connSet struct {
 	mu     sync.Mutex
 	byAddr map[string]map[*trackedConn]struct{}

@@ -8,7 +8,8 @@
 // For the pod's whole life it watches the EndpointSlices and Services of the
 // pod's namespace (informers whose transform keeps only what the verdict
 // reads) and the pod itself (deletionGracePeriodSeconds, hostNetwork,
-// hostPorts, readiness gates). This pod's endpoint is the one whose address
+// hostPorts, readiness gates), through API: kube.Client in the binary, a
+// client on a scheme of the few API groups hapsuper uses. This pod's endpoint is the one whose address
 // is a pod IP and whose targetRef, when set, names this pod.
 //
 // Paths kube-proxy does not carry cannot be observed, and the verdict is

@@ -10,7 +10,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/hapsuper/hapsuper/drain"
 )
@@ -26,13 +25,13 @@ const (
 // the routing modes (it needs `create` on events). It is best effort: a
 // refused or slow call is logged and changes nothing else.
 type announcer struct {
-	client kubernetes.Interface
+	client API
 	pod    Identity
 	log    *slog.Logger
 	ends   chan drain.Status // capacity 1: one drain per process
 }
 
-func newAnnouncer(client kubernetes.Interface, pod Identity, log *slog.Logger) *announcer {
+func newAnnouncer(client API, pod Identity, log *slog.Logger) *announcer {
 	return &announcer{client: client, pod: pod, log: log, ends: make(chan drain.Status, 1)}
 }
 
@@ -78,7 +77,7 @@ func (a *announcer) run(ctx context.Context) error {
 func (a *announcer) post(ctx context.Context, st drain.Status) {
 	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
 	defer cancel()
-	if _, err := a.client.EventsV1().Events(a.pod.Namespace).Create(ctx, a.event(st), metav1.CreateOptions{}); err != nil {
+	if err := a.client.CreateEvent(ctx, a.event(st)); err != nil {
 		hint := ""
 		if apierrors.IsForbidden(err) {
 			hint = "grant create on events (events.k8s.io) to report drains on the pod"

@@ -11,13 +11,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 // The end of a drain becomes one Event on the pod; a drain the bound ended
 // is a Warning that carries what was pending.
 func TestAnnouncerPostsOneEvent(t *testing.T) {
 	client := fake.NewClientset()
-	a := newAnnouncer(client, Identity{PodName: "web-0", Namespace: "shop"}, slog.New(slog.DiscardHandler))
+	a := newAnnouncer(kubefake.New(client), Identity{PodName: "web-0", Namespace: "shop"}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.run(ctx) }()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -92,53 +91,22 @@ func (e *dialError) Unwrap() error { return e.err }
 // dialFunc opens a connection; the real one is a net.Dialer's.
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// newHealthzClient is an HTTP client that marks dial failures and never goes
-// through an HTTP proxy from the environment. A connection must be made
-// within dialTimeout, shorter than the request's, so that a node that does
-// not accept fails as a dial error rather than as a silent kube-proxy.
-func newHealthzClient(dial dialFunc, dialTimeout time.Duration) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, dialTimeout)
-			defer cancel()
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err: err}
-			}
-			return c, nil
-		},
-		MaxIdleConnsPerHost: 1,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}}
-}
-
 // fetchHealthz asks one node's kube-proxy. sent and received bracket the
 // exchange in the observer's clock. A nil error with ctx ended is not
 // returned: the caller checks ctx.
 func (o *Observer) fetchHealthz(ctx context.Context, addr string) (h healthz, sent, received time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
-	if err != nil {
-		return healthz{}, sent, received, &pollError{msg: fmt.Sprintf("build healthz request for %s: %v", addr, err)}
-	}
 	sent = o.clock.Now()
-	resp, err := o.http.Do(req)
+	status, body, err := o.http.get(ctx, addr)
 	if err != nil {
 		return healthz{}, sent, received, classify(addr, err, o.cfg.RequestTimeout)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthzBody))
 	received = o.clock.Now()
-	if err != nil {
-		return healthz{}, sent, received, classify(addr, err, o.cfg.RequestTimeout)
-	}
 	// kube-proxy answers 503 with the same body when unhealthy or when its
 	// node is being deleted: the per-family status still holds.
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
-		return healthz{}, sent, received, &pollError{msg: fmt.Sprintf("healthz at %s answered HTTP %d: not kube-proxy", addr, resp.StatusCode)}
+	if status != http.StatusOK && status != http.StatusServiceUnavailable {
+		return healthz{}, sent, received, &pollError{msg: fmt.Sprintf("healthz at %s answered HTTP %d: not kube-proxy", addr, status)}
 	}
 	h, err = parseHealthz(body)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 const ms = time.Millisecond
@@ -105,6 +107,7 @@ type testObserver struct {
 	*Observer
 	clk    *testingclock.FakeClock
 	routes map[string]string
+	client *fake.Clientset // the API the observer reads, through kubefake
 }
 
 func newTestObserver(t *testing.T, cfg Config, client *fake.Clientset) *testObserver {
@@ -126,7 +129,8 @@ func newTestObserver(t *testing.T, cfg Config, client *fake.Clientset) *testObse
 	if client == nil {
 		client = fake.NewClientset()
 	}
-	o, err := newObserver(cfg, client, to.clk, dial, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	to.client = client
+	o, err := newObserver(cfg, kubefake.New(client), to.clk, dial, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatalf("newObserver: %v", err)
 	}

@@ -40,7 +40,7 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 	next := make(map[string]*nodeState, len(old))
 	left := map[string]string{}
 	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
-		return o.client.CoreV1().Nodes().List(ctx, opts)
+		return o.client.ListNodes(ctx, opts)
 	}))
 	p.PageSize, p.PageBufferSize = nodePageSize, 0
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
@@ -67,9 +67,12 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		}
 		return false
 	}
-	for name := range old {
+	for name, n := range old {
 		if _, ok := next[name]; !ok && left[name] == "" {
 			left[name] = "deleted"
+		}
+		if next[name] == nil || next[name].addr != n.addr {
+			o.http.closeIdle(n.addr) // not asked there again
 		}
 	}
 	o.mu.Lock()

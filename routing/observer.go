@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -26,9 +23,9 @@ type Observer struct {
 	cfg    Config
 	rule   rule
 	match  matcher
-	client kubernetes.Interface
+	client API
 	clock  clock.WithTicker
-	http   *http.Client
+	http   *healthzClient
 	log    *slog.Logger
 	kick   chan struct{} // StopRequested asks Run for a round now
 
@@ -45,12 +42,12 @@ type Observer struct {
 
 // New builds an Observer on the real clock and network. client may be nil
 // only in ModeOff.
-func New(cfg Config, client kubernetes.Interface, log *slog.Logger) (*Observer, error) {
+func New(cfg Config, client API, log *slog.Logger) (*Observer, error) {
 	return newObserver(cfg, client, clock.RealClock{}, (&net.Dialer{}).DialContext, log)
 }
 
 // newObserver is New with the clock and the dialer injected.
-func newObserver(cfg Config, client kubernetes.Interface, clk clock.WithTicker, dial dialFunc, log *slog.Logger) (*Observer, error) {
+func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, log *slog.Logger) (*Observer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -63,15 +60,10 @@ func newObserver(cfg Config, client kubernetes.Interface, clk clock.WithTicker, 
 	}
 	addrs, _ := cfg.Identity.addrs()
 	conns := &connSet{}
-	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
 	// An idle connection per pending node is kept for the next round
-	// (closed once the node confirmed), with 512-byte buffers where
-	// net/http's are 4 KB: ~7 MB less per thousand nodes. An answer is
-	// ~450 bytes, headers included; a longer one is read in pieces. (Keeping
-	// no idle connection at all cost more: a dial per poll slowed the
-	// rounds, and confirmation, under load.)
-	tr := hc.Transport.(*http.Transport)
-	tr.ReadBufferSize, tr.WriteBufferSize = 512, 512
+	// (closed once the node confirmed). Keeping none cost more: a dial per
+	// poll slowed the rounds, and confirmation, under load.
+	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
 	return &Observer{
 		cfg:    cfg,
 		rule:   rule{minSync: cfg.MinSyncPeriod, allowance: cfg.SyncAllowance, lag: cfg.lag()},
@@ -130,32 +122,38 @@ func (o *Observer) Run(ctx context.Context) error {
 		return nil
 	}
 	ns := o.cfg.Identity.Namespace
-	factory := informers.NewSharedInformerFactoryWithOptions(o.client, 0,
-		informers.WithNamespace(ns), informers.WithTransform(o.trim))
+	sliceInf, err := namespaceInformer(o.client, ns, &discovery.EndpointSlice{}, o.client.ListEndpointSlices, o.client.WatchEndpointSlices, o.trim)
+	if err != nil {
+		return err
+	}
+	svcInf, err := namespaceInformer(o.client, ns, &corev1.Service{}, o.client.ListServices, o.client.WatchServices, o.trim)
+	if err != nil {
+		return err
+	}
 	podInf, err := o.ownPodInformer()
 	if err != nil {
 		return err
 	}
-	var podDone sync.WaitGroup
-	defer podDone.Wait()
-	defer factory.Shutdown()
+	var informing sync.WaitGroup
+	defer informing.Wait()
 	defer o.http.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // before Shutdown, which waits for the informers to stop
+	defer cancel() // before the Wait, which waits for the informers to stop
 
-	sliceReg, err := o.inform(factory.Discovery().V1().EndpointSlices().Informer(), "endpointslices", o.applySlice)
+	sliceReg, err := o.inform(sliceInf, "endpointslices", o.applySlice)
 	if err != nil {
 		return err
 	}
-	svcReg, err := o.inform(factory.Core().V1().Services().Informer(), "services", o.applyService)
+	svcReg, err := o.inform(svcInf, "services", o.applyService)
 	if err != nil {
 		return err
 	}
 	if _, err := o.inform(podInf, "pods", o.applyPod); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	podDone.Go(func() { podInf.RunWithContext(ctx) })
+	for _, inf := range []cache.SharedIndexInformer{sliceInf, svcInf, podInf} {
+		informing.Go(func() { inf.RunWithContext(ctx) })
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), sliceReg.HasSynced, svcReg.HasSynced) {
 		return nil
 	}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
@@ -23,18 +22,18 @@ const probeTimeout = 3 * time.Second
 // node's kube-proxy answers healthz with per-family status (1.33+),
 // otherwise ModeEndpointSlices. why says what decided, for the log. It
 // takes at most probeTimeout.
-func PickMode(ctx context.Context, client kubernetes.Interface, id Identity, healthzPort int) (mode Mode, why string) {
+func PickMode(ctx context.Context, client API, id Identity, healthzPort int) (mode Mode, why string) {
 	if healthzPort == 0 {
 		healthzPort = DefaultHealthzPort
 	}
 	return pickMode(ctx, client, id, healthzPort, (&net.Dialer{}).DialContext)
 }
 
-func pickMode(ctx context.Context, client kubernetes.Interface, id Identity, port int, dial dialFunc) (Mode, string) {
+func pickMode(ctx context.Context, client API, id Identity, port int, dial dialFunc) (Mode, string) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	// list, not get: the kube-proxy mode's ClusterRole grants list alone.
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
+	list, err := client.ListNodes(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", id.NodeName).String(),
 	})
 	switch {

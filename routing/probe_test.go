@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 // auto picks kube-proxy mode when nodes can be listed and this node's
@@ -55,7 +57,7 @@ func TestPickMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := me
 			id.NodeName = "n1"
-			mode, why := pickMode(t.Context(), tt.client, id, DefaultHealthzPort, tt.dial)
+			mode, why := pickMode(t.Context(), kubefake.New(tt.client), id, DefaultHealthzPort, tt.dial)
 			if mode != tt.want || !strings.Contains(why, tt.why) {
 				t.Fatalf("pickMode = %s (%s), want %s (%s)", mode, why, tt.want, tt.why)
 			}

@@ -76,8 +76,9 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 	n.record(h, sent, received, o.rule.allowance)
 	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
-		// Not asked again unless a later withdrawal needs it: its idle
-		// connection (buffers, two goroutines) would stay until exit.
+		// Not asked again unless a later withdrawal needs it: its kept
+		// connection (a socket and its buffer) would stay until exit.
+		o.http.closeIdle(n.addr)
 		o.conns.close(n.addr)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
@@ -40,7 +39,7 @@ type SurveyPath struct {
 // SurveyPod lists the namespace's EndpointSlices and Services and gets the
 // pod, and judges them as the observer does. pod is the pod as read (its
 // own fields are checked by the caller too). Each call is bounded by ctx.
-func SurveyPod(ctx context.Context, client kubernetes.Interface, id Identity, pod *corev1.Pod) (Survey, error) {
+func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod) (Survey, error) {
 	o, err := newObserver(Config{Mode: ModeEndpointSlices, Identity: id}, client, clock.RealClock{}, (&net.Dialer{}).DialContext, nil)
 	if err != nil {
 		return Survey{}, err
@@ -48,11 +47,11 @@ func SurveyPod(ctx context.Context, client kubernetes.Interface, id Identity, po
 	ns := id.Namespace
 	// ResourceVersion "0": served from the apiserver's cache, as the
 	// informers' first list is.
-	sliceList, err := client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	sliceList, err := client.ListEndpointSlices(ctx, ns, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return Survey{}, fmt.Errorf("list endpointslices in namespace %s: %w", ns, err)
 	}
-	services, err := client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	services, err := client.ListServices(ctx, ns, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return Survey{}, fmt.Errorf("list services in namespace %s: %w", ns, err)
 	}
@@ -124,15 +123,15 @@ type FamilySync struct {
 // each node's kube-proxy healthz once, at most DefaultConcurrency at a time,
 // each request bounded by DefaultRequestTimeout. The error is the node
 // list's.
-func ProbeKubeProxies(ctx context.Context, client kubernetes.Interface, port int) ([]NodeHealth, error) {
+func ProbeKubeProxies(ctx context.Context, client API, port int) ([]NodeHealth, error) {
 	return probeKubeProxies(ctx, client, port, (&net.Dialer{}).DialContext)
 }
 
-func probeKubeProxies(ctx context.Context, client kubernetes.Interface, port int, dial dialFunc) ([]NodeHealth, error) {
+func probeKubeProxies(ctx context.Context, client API, port int, dial dialFunc) ([]NodeHealth, error) {
 	if port == 0 {
 		port = DefaultHealthzPort
 	}
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	list, err := client.ListNodes(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

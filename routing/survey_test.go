@@ -16,6 +16,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 // A survey judges what the observer judges: the same paths with the same
@@ -59,7 +61,7 @@ func TestSurveyPodAgreesWithObserver(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			sv, err := SurveyPod(ctx, fake.NewClientset(tt.objs...), me, p)
+			sv, err := SurveyPod(ctx, kubefake.New(fake.NewClientset(tt.objs...)), me, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +116,7 @@ func TestProbeKubeProxies(t *testing.T) {
 	client := fake.NewClientset(node("n1", "127.0.0.1"), node("n2", "127.0.0.2"), &corev1.Node{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := ProbeKubeProxies(ctx, client, port)
+	got, err := ProbeKubeProxies(ctx, kubefake.New(client), port)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,7 +209,7 @@ func fanoutChild() error {
 	obs, err := routing.New(routing.Config{
 		Mode: routing.ModeKubeProxy, HealthzPort: port,
 		Identity: routing.Identity{PodName: pod, Namespace: ns, NodeName: "node-0", PodIPs: []string{"10.0.0.1"}},
-	}, client, slog.New(slog.DiscardHandler))
+	}, kubefake.New(client), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}

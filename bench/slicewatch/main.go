@@ -35,6 +35,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 const ns, pod = "bench", "bench-0"
@@ -64,7 +65,7 @@ func run(n, per, changes, churn int) error {
 	obs, err := routing.New(routing.Config{
 		Mode:     routing.ModeEndpointSlices,
 		Identity: routing.Identity{PodName: pod, Namespace: ns, NodeName: "node-0", PodIPs: []string{"10.0.0.1"}},
-	}, client, slog.New(slog.DiscardHandler))
+	}, kubefake.New(client), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}

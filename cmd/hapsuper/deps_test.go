@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// allowedAPIGroups are the Kubernetes API groups the binary may link:
+// routing/kube's scheme. Every other group, and client-go's generated
+// clientset with its scheme of every group, cost RSS for the pod's life
+// (routing/kube's package doc).
+var allowedAPIGroups = map[string]bool{
+	"k8s.io/api/core/v1":          true,
+	"k8s.io/api/discovery/v1":     true,
+	"k8s.io/api/events/v1":        true,
+	"k8s.io/api/authorization/v1": true,
+}
+
+// forbiddenPackages link every API group of Kubernetes at init.
+var forbiddenPackages = []string{
+	"k8s.io/client-go/kubernetes",
+	"k8s.io/client-go/kubernetes/scheme",
+	"k8s.io/client-go/informers",
+	"k8s.io/client-go/discovery",
+}
+
+func TestBinaryLinksLeanKubernetesClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v: %s", err, out)
+	}
+	deps := map[string]bool{}
+	for dep := range strings.FieldsSeq(string(out)) {
+		deps[dep] = true
+		if strings.HasPrefix(dep, "k8s.io/api/") && !allowedAPIGroups[dep] {
+			t.Errorf("hapsuper links API group %s: only routing/kube's groups are allowed (add it there and to allowedAPIGroups if it is needed)", dep)
+		}
+	}
+	for _, p := range forbiddenPackages {
+		if deps[p] {
+			t.Errorf("hapsuper links %s: talk to the apiserver through routing/kube", p)
+		}
+	}
+	if !deps["k8s.io/api/core/v1"] {
+		t.Errorf("hapsuper does not link k8s.io/api/core/v1: is this the binary's package? go list said: %.200s", out)
+	}
+}

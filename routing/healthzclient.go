@@ -1,0 +1,164 @@
+package routing
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// healthzClient asks kube-proxies' /healthz over HTTP/1.1 and keeps one idle
+// connection per node for the next round. It is net/http's client cut to a
+// poll: net/http's transport parks two goroutines on every kept-alive
+// connection, whose stacks (4-8 KB each, sized by the runtime from the
+// average stack) made most of the fan-out's RSS growth at a thousand nodes;
+// here an idle connection is the socket and a 512-byte read buffer, and the
+// exchange runs on the caller's goroutine. Safe for concurrent use: two
+// requests to one address at once take two connections, and one is kept.
+type healthzClient struct {
+	dial        dialFunc
+	dialTimeout time.Duration
+
+	mu   sync.Mutex
+	idle map[string]*keptConn
+}
+
+// keptConn is a connection with its read buffer.
+type keptConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// healthzReadBuffer holds an answer (~450 bytes with headers) in one read;
+// a longer one is read in pieces.
+const healthzReadBuffer = 512
+
+// newHealthzClient asks over connections from dial. A connection must be
+// made within dialTimeout, shorter than the request's, so that a node that
+// does not accept fails as a dial error rather than as a silent kube-proxy.
+func newHealthzClient(dial dialFunc, dialTimeout time.Duration) *healthzClient {
+	return &healthzClient{dial: dial, dialTimeout: dialTimeout, idle: map[string]*keptConn{}}
+}
+
+// errStale: a kept connection the node had closed (it failed before any
+// byte of an answer). The request is sent again on a new connection, as
+// net/http does for a GET.
+var errStale = errors.New("kept connection closed by the node")
+
+// get sends GET /healthz to addr and reads the answer, within ctx. A
+// failure to connect is a *dialError; a timeout is context.DeadlineExceeded.
+func (c *healthzClient) get(ctx context.Context, addr string) (status int, body []byte, err error) {
+	if kc := c.take(addr); kc != nil {
+		status, body, err = c.exchange(ctx, kc, addr, true)
+		if !errors.Is(err, errStale) {
+			return status, body, err
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
+	conn, err := c.dial(dctx, "tcp", addr)
+	cancel()
+	if err != nil {
+		return 0, nil, &dialError{err: err}
+	}
+	return c.exchange(ctx, &keptConn{Conn: conn, r: bufio.NewReaderSize(conn, healthzReadBuffer)}, addr, false)
+}
+
+// exchange makes one request on kc and keeps kc for the next one when the
+// answer allows it; it closes kc otherwise.
+func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr string, reused bool) (int, []byte, error) {
+	keep := false
+	defer func() {
+		if keep {
+			c.put(addr, kc)
+		} else {
+			kc.Close()
+		}
+	}()
+	if dl, ok := ctx.Deadline(); ok {
+		kc.SetDeadline(dl)
+	} else {
+		kc.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { kc.SetDeadline(time.Unix(1, 0)) }) // shutting down: unblock
+	defer stop()
+	if _, err := io.WriteString(kc, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
+		return 0, nil, c.failed(ctx, addr, err, reused)
+	}
+	if _, err := kc.r.Peek(1); err != nil {
+		return 0, nil, c.failed(ctx, addr, err, reused)
+	}
+	resp, err := http.ReadResponse(kc.r, nil)
+	if err != nil {
+		return 0, nil, c.failed(ctx, addr, err, false)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthzBody))
+	resp.Body.Close()
+	if err != nil {
+		return 0, nil, c.failed(ctx, addr, err, false)
+	}
+	// Kept only when the answer was read to its end and the node keeps the
+	// connection open.
+	keep = !resp.Close && len(body) < maxHealthzBody
+	return resp.StatusCode, body, nil
+}
+
+// failed names a failure on an open connection: a timeout as
+// context.DeadlineExceeded, the end of a kept connection before any byte
+// of an answer as errStale.
+func (c *healthzClient) failed(ctx context.Context, addr string, err error, reused bool) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return context.DeadlineExceeded
+	case reused && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)):
+		return errStale
+	}
+	return fmt.Errorf("GET http://%s/healthz: %w", addr, err)
+}
+
+func (c *healthzClient) take(addr string) *keptConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kc := c.idle[addr]
+	delete(c.idle, addr)
+	return kc
+}
+
+func (c *healthzClient) put(addr string, kc *keptConn) {
+	kc.SetDeadline(time.Time{})
+	c.mu.Lock()
+	old := c.idle[addr]
+	c.idle[addr] = kc
+	c.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// closeIdle closes addr's idle connection, if any: its node is not asked
+// again.
+func (c *healthzClient) closeIdle(addr string) {
+	if kc := c.take(addr); kc != nil {
+		kc.Close()
+	}
+}
+
+// CloseIdleConnections closes every idle connection.
+func (c *healthzClient) CloseIdleConnections() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = map[string]*keptConn{}
+	c.mu.Unlock()
+	for _, kc := range idle {
+		kc.Close()
+	}
+}

@@ -1,0 +1,123 @@
+package routing
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// healthzServer answers GET /healthz and counts the connections it accepted.
+func healthzServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// toServer dials srv whatever the address asked.
+func toServer(srv *httptest.Server) dialFunc {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}
+}
+
+func okHealthz(w http.ResponseWriter, _ *http.Request) {
+	fmt.Fprint(w, `{"currentTime":"2026-01-01T00:00:00Z","status":{"IPv4":{"lastUpdated":"2026-01-01T00:00:00Z","healthy":true}}}`)
+}
+
+// A node's connection is kept for the next request; a connection the node
+// closed meanwhile is replaced without a failed poll.
+func TestHealthzClientKeepsAndReplacesConnection(t *testing.T) {
+	srv, conns := healthzServer(t, okHealthz)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	ctx := t.Context()
+	for i := range 3 {
+		status, body, err := c.get(ctx, "10.0.0.2:10256")
+		if err != nil || status != http.StatusOK || !bytes.Contains(body, []byte(`"IPv4"`)) {
+			t.Fatalf("request %d: %d %q %v", i, status, body, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 requests, want 1 kept alive", n)
+	}
+	srv.CloseClientConnections() // the node drops the idle connection
+	if _, _, err := c.get(ctx, "10.0.0.2:10256"); err != nil {
+		t.Fatalf("after the node closed the kept connection: %v, want the request sent again on a new one", err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	c.closeIdle("10.0.0.2:10256")
+	if len(c.idle) != 0 {
+		t.Errorf("idle connections after closeIdle: %d", len(c.idle))
+	}
+}
+
+// Kept connections cost no goroutine: net/http's transport parks two per
+// connection, which at a thousand nodes was most of the fan-out's RSS.
+func TestHealthzClientIdleConnectionsHaveNoGoroutines(t *testing.T) {
+	srv, conns := healthzServer(t, okHealthz)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	for i := range 50 {
+		if _, _, err := c.get(t.Context(), fmt.Sprintf("10.0.1.%d:10256", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, idle := conns.Load(), len(c.idle); n != 50 || idle != 50 {
+		t.Fatalf("%d connections, %d idle, want 50 each", n, idle)
+	}
+	var prof bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&prof, 2); err != nil {
+		t.Fatal(err)
+	}
+	for g := range strings.SplitSeq(prof.String(), "\n\n") {
+		if strings.Contains(g, "healthzClient") || strings.Contains(g, "net/http.(*persistConn)") {
+			t.Errorf("a goroutine of the client outlives its request:\n%s", g)
+		}
+	}
+}
+
+// An answer that does not come is a timeout (the node stays pending);
+// a node that does not accept is a dial error (unverified).
+func TestHealthzClientTimeoutAndRefusal(t *testing.T) {
+	block := make(chan struct{})
+	srv, _ := healthzServer(t, func(http.ResponseWriter, *http.Request) { <-block })
+	defer close(block)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := c.get(ctx, "10.0.0.2:10256")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("silent node: %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("silent node took %v, want about the 200ms timeout", took)
+	}
+	refused := newHealthzClient(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, closedAddr(t))
+	}, time.Second)
+	var de *dialError
+	if _, _, err := refused.get(t.Context(), "10.0.0.3:10256"); !errors.As(err, &de) {
+		t.Errorf("refused: %v, want a dial error", err)
+	}
+}

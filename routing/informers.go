@@ -1,0 +1,75 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The observer's informers are client-go's (list, watch, backoff, resync
+// of a broken watch) over API's requests, without the generated informer
+// factory: it links every API group of Kubernetes.
+
+// requests are one resource's list and watch in a namespace.
+type (
+	listFunc[L runtime.Object] func(ctx context.Context, namespace string, opts metav1.ListOptions) (L, error)
+	watchFunc                  func(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
+)
+
+// namespaceInformer watches the objects (of obj's type) of a namespace,
+// each trimmed by transform before it is stored.
+func namespaceInformer[L runtime.Object](client API, ns string, obj runtime.Object, list listFunc[L], watchAll watchFunc, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return list(ctx, ns, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return watchAll(ctx, ns, opts)
+		},
+	}
+	return newInformer(lw, client, obj, transform)
+}
+
+// newInformer is an informer on lw that stores what transform leaves of
+// each object. It keeps the client's word on watch-list support (the fake
+// clientset of the tests has none; a real apiserver streams the initial
+// list with `watch`).
+func newInformer(lw *cache.ListWatch, client API, obj runtime.Object, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, 0, cache.Indexers{})
+	if err := inf.SetTransform(transform); err != nil {
+		return nil, fmt.Errorf("watch %T: %w", obj, err)
+	}
+	return inf, nil
+}
+
+// ownPodInformer watches this pod alone with the least grant: `get` and
+// `watch` on pods. A list, even one filtered to the pod's name, needs `list`
+// on every pod of the namespace, so the informer's list is a get of the pod
+// wrapped in a list, and its watch carries a field selector on the name.
+func (o *Observer) ownPodInformer() (cache.SharedIndexInformer, error) {
+	ns, name := o.cfg.Identity.Namespace, o.cfg.Identity.PodName
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			pod, err := o.client.GetPod(ctx, ns, name)
+			if err != nil {
+				return nil, fmt.Errorf("get pod %s/%s: %w", ns, name, err)
+			}
+			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: pod.ResourceVersion}, Items: []corev1.Pod{*pod}}, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return o.client.WatchPods(ctx, ns, opts)
+		},
+	}
+	inf, err := newInformer(lw, o.client, &corev1.Pod{}, trim)
+	if err != nil {
+		return nil, fmt.Errorf("watch pod %s/%s: %w", ns, name, err)
+	}
+	return inf, nil
+}
