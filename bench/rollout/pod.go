@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -48,7 +48,7 @@ const backendPort = 9000
 type benchPod struct {
 	*k8stest.Pod
 	strat strategy
-	log   k8sdrain.Log
+	log   harness.Log
 
 	cmd    *execCmd
 	done   chan struct{}
@@ -210,7 +210,7 @@ func (p *benchPod) stop(grace time.Duration) {
 	if l, ok := p.log.Find("haproxy exited", nil); ok {
 		p.masterAt = l.At
 	}
-	if l, ok := p.log.Find("routing", func(l k8sdrain.Entry) bool {
+	if l, ok := p.log.Find("routing", func(l harness.Entry) bool {
 		return l.Str("state") == "withdrawn" && !l.At.Before(p.signalAt)
 	}); ok {
 		p.withdrawn = l.At

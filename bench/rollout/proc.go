@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -22,7 +22,7 @@ type execCmd struct {
 
 // startIn starts argv in pod's network namespace with env, its output
 // collected into log. The process dies with the bench (parent-death signal).
-func startIn(pod *k8stest.Pod, argv, env []string, log *k8sdrain.Log) (*execCmd, error) {
+func startIn(pod *k8stest.Pod, argv, env []string, log *harness.Log) (*execCmd, error) {
 	cmd := pod.Command(context.Background(), argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // extras are the figures beside the rollout matrix; a nil part was not run.
@@ -75,7 +75,7 @@ func report(m *matrix, x extras, grace time.Duration) string {
 			exit = secs(median(exits)) + " / " + secs(slices.Max(exits))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s | %s | %s |\n",
-			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[k8sdrain.KindRefused], f[k8sdrain.KindReset], f[k8sdrain.Kind5xx], f[k8sdrain.KindTimeout], f[k8sdrain.KindOther],
+			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[harness.KindRefused], f[harness.KindReset], f[harness.Kind5xx], f[harness.KindTimeout], f[harness.KindOther],
 			secs(median(drains)), secs(slices.Max(drains)), gap, exit, lateCol, counts(reasons))
 	}
 	if len(m.search) > 0 {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // podResult is one old pod's stop in a rollout.
@@ -39,14 +39,14 @@ func (p podResult) drain() time.Duration { return p.master.Sub(p.deleted) }
 type cellResult struct {
 	cell
 	start, end time.Time
-	outcomes   []k8sdrain.Outcome
+	outcomes   []harness.Outcome
 	pods       []podResult
 }
 
 func (c cellResult) failures() map[string]int {
 	m := map[string]int{}
 	for _, o := range c.outcomes {
-		if o.Kind != k8sdrain.KindOK {
+		if o.Kind != harness.KindOK {
 			m[o.Kind]++
 		}
 	}
@@ -231,7 +231,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 // lateHits counts the requests sent after withdrawn that pod answered, for
 // the patterns that open a connection per request (a kept-alive
 // connection may rightly reach the pod after the withdrawal); -1 otherwise.
-func lateHits(out []k8sdrain.Outcome, pat pattern, pod string, withdrawn time.Time) int {
+func lateHits(out []harness.Outcome, pat pattern, pod string, withdrawn time.Time) int {
 	if pat == patKeepAlive || pat == patH2 || pat == patIdlePool || withdrawn.IsZero() {
 		return -1
 	}

@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
 // failureKinds are the columns of the table, in order.
-var failureKinds = []string{k8sdrain.KindRefused, k8sdrain.KindReset, k8sdrain.Kind5xx, k8sdrain.KindTimeout, k8sdrain.KindOther}
+var failureKinds = []string{harness.KindRefused, harness.KindReset, harness.Kind5xx, harness.KindTimeout, harness.KindOther}
 
 // pattern is a client behaviour; every one runs from each node's network
 // namespace through the Service's ClusterIP, about 50 requests/s in all
@@ -49,7 +49,7 @@ type traffic struct {
 	loops  sync.WaitGroup
 	reqs   sync.WaitGroup
 
-	rec k8sdrain.Record
+	rec harness.Record
 
 	mu     sync.Mutex
 	pauses []time.Time // the pause pattern holds back from each for pauseLength
@@ -102,7 +102,7 @@ func (tr *traffic) every(ctx context.Context, node string, interval time.Duratio
 		defer tick.Stop()
 		defer c.CloseIdleConnections()
 		if !concurrent {
-			tr.rec.Add(k8sdrain.Request(c, node, url))
+			tr.rec.Add(harness.Request(c, node, url))
 		}
 		for {
 			select {
@@ -113,9 +113,9 @@ func (tr *traffic) every(ctx context.Context, node string, interval time.Duratio
 					continue
 				}
 				if concurrent {
-					tr.reqs.Go(func() { tr.rec.Add(k8sdrain.Request(c, node, url)) })
+					tr.reqs.Go(func() { tr.rec.Add(harness.Request(c, node, url)) })
 				} else {
-					tr.rec.Add(k8sdrain.Request(c, node, url))
+					tr.rec.Add(harness.Request(c, node, url))
 				}
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -51,7 +51,7 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 		// may have confirmed before the kill (it had synced). Then the
 		// scenario did not happen and routed-away is the right verdict;
 		// it is wrong only if node2 confirmed after its kube-proxy died.
-		if c, ok := a.log.Find("kube-proxy confirmed the withdrawal", func(l k8sdrain.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
+		if c, ok := a.log.Find("kube-proxy confirmed the withdrawal", func(l harness.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
 			t.Logf("node2 confirmed %v before the kill: the race this scenario needs was lost; drain ended %s (%s)", killed.Sub(c.At).Round(time.Millisecond), r.reason, r.detail)
 			checkReason(t, r, "routed-away")
 			return

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -25,7 +25,7 @@ func startPooled(t *testing.T, url string, nodes []*k8stest.Node, interval, idle
 			defer tick.Stop()
 			defer c.CloseIdleConnections()
 			for {
-				tr.rec.Add(k8sdrain.Request(c, node, url))
+				tr.rec.Add(harness.Request(c, node, url))
 				select {
 				case <-ctx.Done():
 					return
@@ -76,7 +76,7 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 
 	tr := startPooled(t, url, e.h.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
-	onA := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == "web-a" })
+	onA := tr.where(func(o harness.Outcome) bool { return o.Pod == "web-a" })
 	if len(onA) == 0 {
 		t.Fatalf("no client connection landed on web-a before the delete: %s", tr.summary())
 	}
@@ -96,8 +96,8 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 		t.Errorf("HAProxy exited %v after the soft stop: idle connections held it past the idle bound %v", d, idleBound)
 	}
 	for _, n := range e.h.Nodes() {
-		later := tr.where(func(o k8sdrain.Outcome) bool {
-			return o.Node == n.Name && o.Kind == k8sdrain.KindOK && o.Pod == "web-b" && o.Sent.After(r.soft)
+		later := tr.where(func(o harness.Outcome) bool {
+			return o.Node == n.Name && o.Kind == harness.KindOK && o.Pod == "web-b" && o.Sent.After(r.soft)
 		})
 		if len(later) == 0 {
 			t.Errorf("node %s: no request after the soft stop answered by web-b", n.Name)

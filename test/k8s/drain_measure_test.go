@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -133,7 +133,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 	for i := range results {
 		m := &results[i]
 		m.checkExit(t)
-		hits := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == m.pod })
+		hits := tr.where(func(o harness.Outcome) bool { return o.Pod == m.pod })
 		if len(hits) > 0 {
 			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)
 		}

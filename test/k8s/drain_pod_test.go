@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -21,7 +21,7 @@ import (
 type hapPod struct {
 	*k8stest.Pod
 	e   *drainEnv
-	log *k8sdrain.Log
+	log *harness.Log
 
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when hapsuper has exited
@@ -95,7 +95,7 @@ func (e *drainEnv) startPodWith(t *testing.T, node int, name, app string, o podO
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, o.cfg, pod.IP, name), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &hapPod{Pod: pod, e: e, log: new(k8sdrain.Log), done: make(chan struct{})}
+	p := &hapPod{Pod: pod, e: e, log: new(harness.Log), done: make(chan struct{})}
 	p.cmd = pod.Command(context.Background(), e.bin,
 		"--routing", o.routing, "--kubeconfig", e.kubeconfig,
 		"--grace-period", drainGrace.String(), "--quiet-period", drainQuiet.String(),
@@ -166,7 +166,7 @@ func (p *hapPod) ready(t *testing.T) {
 	if err := p.e.h.SetPodReady(ctx, p.Pod, true); err != nil {
 		t.Fatal(err)
 	}
-	routed := func(l k8sdrain.Entry) bool { return strings.HasPrefix(l.Str("detail"), "routed here in the API") }
+	routed := func(l harness.Entry) bool { return strings.HasPrefix(l.Str("detail"), "routed here in the API") }
 	if _, ok := p.log.Wait("routing", routed, 10*time.Second, p.done); !ok {
 		t.Fatalf("pod %s: hapsuper never logged routing \"routed here in the API\" after Ready; log:\n%s", p.Name, p.log.Tail(30))
 	}
@@ -258,7 +258,7 @@ func (p *hapPod) record(t *testing.T) drainRecord {
 			r.haproxyCode = c
 		}
 	}
-	if w, ok := p.log.Find("routing", func(l k8sdrain.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
+	if w, ok := p.log.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
 		r.withdrawn = w.At
 	}
 	for _, l := range p.log.All("routing") {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,7 +72,7 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	if !strings.Contains(r.detail, "port admin/TCP") {
 		t.Errorf("drain detail %q: want the admin port named", r.detail)
 	}
-	served := adminTr.where(func(o k8sdrain.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
+	served := adminTr.where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {
 		t.Errorf("web-a answered no admin request in the second half of its drain: kube-proxy's per-port fallback was not exercised")
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -43,7 +43,7 @@ func TestDrain_KubeProxyRestart(t *testing.T) {
 	started := time.Now()
 	r := a.afterStop(t, tr, true)
 
-	stale := tr.where(func(o k8sdrain.Outcome) bool {
+	stale := tr.where(func(o harness.Outcome) bool {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(a.deletedAt) && o.Sent.Before(started)
 	})
 	t.Logf("kube-proxy started +%v; withdrawn +%v; node2 sent %d requests to web-a while its kube-proxy was down",

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -25,7 +25,7 @@ type traffic struct {
 	loops  sync.WaitGroup
 	reqs   sync.WaitGroup
 
-	rec k8sdrain.Record
+	rec harness.Record
 }
 
 // pauseFunc says whether node's client holds back a request at now.
@@ -48,7 +48,7 @@ func startTraffic(t *testing.T, url string, nodes []*k8stest.Node, interval time
 					if pause != nil && pause(n.Name, now) {
 						continue
 					}
-					tr.reqs.Go(func() { tr.rec.Add(k8sdrain.Request(client, n.Name, url)) })
+					tr.reqs.Go(func() { tr.rec.Add(harness.Request(client, n.Name, url)) })
 				}
 			}
 		})
@@ -66,8 +66,8 @@ func (tr *traffic) stop() {
 }
 
 // where returns the outcomes for which keep holds.
-func (tr *traffic) where(keep func(k8sdrain.Outcome) bool) []k8sdrain.Outcome {
-	var out []k8sdrain.Outcome
+func (tr *traffic) where(keep func(harness.Outcome) bool) []harness.Outcome {
+	var out []harness.Outcome
 	for _, o := range tr.rec.Outcomes() {
 		if keep(o) {
 			out = append(out, o)
@@ -77,15 +77,15 @@ func (tr *traffic) where(keep func(k8sdrain.Outcome) bool) []k8sdrain.Outcome {
 }
 
 // failedBefore returns the failed requests sent before cutoff (zero: all).
-func (tr *traffic) failedBefore(cutoff time.Time) []k8sdrain.Outcome {
-	return tr.where(func(o k8sdrain.Outcome) bool {
-		return o.Kind != k8sdrain.KindOK && (cutoff.IsZero() || o.Sent.Before(cutoff))
+func (tr *traffic) failedBefore(cutoff time.Time) []harness.Outcome {
+	return tr.where(func(o harness.Outcome) bool {
+		return o.Kind != harness.KindOK && (cutoff.IsZero() || o.Sent.Before(cutoff))
 	})
 }
 
 // answeredBy returns the requests sent at or after since that pod answered.
-func (tr *traffic) answeredBy(pod string, since time.Time) []k8sdrain.Outcome {
-	return tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == pod && !o.Sent.Before(since) })
+func (tr *traffic) answeredBy(pod string, since time.Time) []harness.Outcome {
+	return tr.where(func(o harness.Outcome) bool { return o.Pod == pod && !o.Sent.Before(since) })
 }
 
 // summary counts the outcomes by kind and answering pod, per node.
@@ -93,7 +93,7 @@ func (tr *traffic) summary() string {
 	counts := map[string]map[string]int{}
 	for _, o := range tr.rec.Outcomes() {
 		k := o.Kind
-		if o.Kind == k8sdrain.KindOK {
+		if o.Kind == harness.KindOK {
 			k = o.Pod
 		}
 		if counts[o.Node] == nil {
@@ -114,7 +114,7 @@ func (tr *traffic) summary() string {
 }
 
 // describe lists at most n outcomes, one per line.
-func describe(os []k8sdrain.Outcome, n int) string {
+func describe(os []harness.Outcome, n int) string {
 	var b strings.Builder
 	for i, o := range os {
 		if i == n {

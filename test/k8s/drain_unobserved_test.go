@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -49,7 +49,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 		if !strings.Contains(r.detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.detail, "not observed: "+tc.path) {
 			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.detail, tc.path)
 		}
-		if w, ok := tc.pod.log.Find("routing", func(l k8sdrain.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
+		if w, ok := tc.pod.log.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
 			t.Errorf("%s: routing logged withdrawn at %v although %q was not observed", r.pod, w.At, tc.path)
 		}
 	}

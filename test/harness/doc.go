@@ -5,4 +5,4 @@
 //
 // It is shared by the drain tests and the rollout benchmark; it must never
 // be imported by hapsuper's own packages.
-package k8sdrain
+package harness
