@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
 // env is one cluster prepared for the benchmark: the harness, the hapsuper
@@ -42,30 +41,6 @@ const (
 	httpPort    = 80
 	h2Port      = 81
 )
-
-// moduleRoot is the directory of the module's go.mod.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("find the module root with go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("find the module root: run from inside the hapsuper module")
-	}
-	return filepath.Dir(gomod), nil
-}
-
-// buildHapsuper builds ./cmd/hapsuper into dir.
-func buildHapsuper(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "hapsuper")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build ./cmd/hapsuper: %w\n%s", err, out)
-	}
-	return bin, nil
-}
 
 // newEnv starts the cluster, applies the RBAC, writes the kubeconfig and
 // creates the Service. Harness failures end the run through tb.

@@ -2,13 +2,13 @@
 // HAProxy Service through real kube-proxy, hapsuper against the stop
 // strategies in use today, side by side, plus what hapsuper costs.
 //
-//	go run ./bench/rollout            # the full run, ~15 minutes (make bench)
-//	go run ./bench/rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
-//	go run ./bench/rollout -soak 100  # 100 consecutive hapsuper drains per client pattern, ~45 minutes (make soak)
+//	cd bench && go run ./rollout            # the full run, ~15 minutes (make bench)
+//	cd bench && go run ./rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
+//	cd bench && go run ./rollout -soak 100  # 100 consecutive hapsuper drains per client pattern, ~45 minutes (make soak)
 //
 // It runs, in one process and in this order:
 //
-//  1. HAProxy req/s bare and under hapsuper (go run ./bench/throughput, A/B
+//  1. HAProxy req/s bare and under hapsuper (cd bench && go run ./throughput, A/B
 //     interleaved; needs wrk).
 //  2. The kube-proxy confirmation fan-out: routing.Observer, in a child
 //     process of its own, against N simulated kube-proxy healthz endpoints
@@ -54,6 +54,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // options shape one run.
@@ -213,7 +215,7 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 		}()
 	}
 	began := time.Now()
-	root, err := moduleRoot()
+	root, err := harness.Root()
 	if err != nil {
 		return err
 	}
@@ -241,7 +243,7 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := &runner{t: t, opts: o, out: out}
 	r.printf("building hapsuper\n")
-	bin, err := buildHapsuper(root, dir)
+	bin, err := harness.Build(dir)
 	if err != nil {
 		return err
 	}

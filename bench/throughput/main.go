@@ -5,7 +5,7 @@
 // hapsuper, of HAProxy's master and of its workers), interleaved too, and
 // optionally under a second hapsuper build for a before/after in one run.
 //
-//	go run ./bench/throughput [-rounds 5] [-duration 5s] [-connections 50]
+//	cd bench && go run ./throughput [-rounds 5] [-duration 5s] [-connections 50]
 //	    [-idle 20s] [-idle-rounds 3] [-baseline path/to/older/hapsuper]
 //
 // It needs haproxy and wrk (Debian packages) and loopback only. HAProxy
@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 func main() {
@@ -57,11 +59,9 @@ func setup(bin string) (dir, hapsuper, cfg, url string, err error) {
 		return "", "", "", "", err
 	}
 	if bin == "" {
-		bin = filepath.Join(dir, "hapsuper")
-		out, err := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper").CombinedOutput()
-		if err != nil {
+		if bin, err = harness.Build(dir); err != nil {
 			os.RemoveAll(dir)
-			return "", "", "", "", fmt.Errorf("build hapsuper: %v: %s", err, out)
+			return "", "", "", "", err
 		}
 	}
 	port, err := freePort()

@@ -1,8 +1,10 @@
-// Package k8sdrain holds the pieces shared by the drain tests and the
-// rollout benchmark: the reader of hapsuper's JSON log and the client that
-// sends one request through a Service's ClusterIP and records what
-// happened.
+// Package harness is what the black-box suites (test/integration, test/k8s,
+// test/image) and the benchmarks (bench/) share, so that a benchmark
+// measures with the code the tests prove: the hapsuper binary built once,
+// the reader of its JSON log, the outcome kinds of a request and their
+// classifier, and the record of concurrent clients' outcomes. Its
+// subpackage kube is the cluster side: the rendered deploy/ overlays, the
+// ServiceAccount's grants and kubeconfig, hapsuper started in a pod.
 //
-// It is shared by the drain tests and the rollout benchmark; it must never
-// be imported by hapsuper's own packages.
+// It must never be imported by hapsuper's own packages.
 package harness

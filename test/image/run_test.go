@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // imageConfigPath is the configuration path of the image's CMD.
@@ -53,11 +54,9 @@ func TestImageCommandLine(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil { // the image's / : root's, readable by all
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "hapsuper")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/hapsuper")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/hapsuper: %v\n%s", err, out)
+	bin, err := harness.Build(dir) // as the Dockerfile builds it
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// The run directory, made by the Dockerfile's RUN with its path mapped.

@@ -14,11 +14,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +25,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
 // The drain timings every scenario uses: a 12 s grace period leaves a stop
@@ -37,42 +38,14 @@ const (
 	drainQuiet = time.Second
 )
 
-// hapsuperBuild is the hapsuper binary built once for the test process, in
-// a directory named like the harness's own (hapsuper-k8s-<pid>-…), so that
-// a later run removes it when this one crashed.
-var hapsuperBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// hapsuperBinary builds ./cmd/hapsuper once per test process.
+// hapsuperBinary returns the binary built once per test process.
 func hapsuperBinary(t *testing.T) string {
 	t.Helper()
-	hapsuperBuild.once.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			hapsuperBuild.err = fmt.Errorf("find the module root with go env GOMOD: %w", err)
-			return
-		}
-		dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-bin-", os.Getpid()))
-		if err != nil {
-			hapsuperBuild.err = fmt.Errorf("create the build directory: %w", err)
-			return
-		}
-		bin := filepath.Join(dir, "hapsuper")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			hapsuperBuild.err = fmt.Errorf("go build ./cmd/hapsuper: %w\n%s", err, out)
-			return
-		}
-		hapsuperBuild.path = bin
-	})
-	if hapsuperBuild.err != nil {
-		t.Fatal(hapsuperBuild.err)
+	bin, err := harness.Binary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return hapsuperBuild.path
+	return bin
 }
 
 // drainEnv is one cluster prepared for hapsuper pods.
