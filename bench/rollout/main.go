@@ -44,7 +44,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,7 +51,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/test/harness"
@@ -105,8 +103,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(2)
 	}
-	tb := &benchTB{verbose: o.verbose}
-	err = runBench(tb, o, os.Stdout)
+	err = harness.Run(os.Stderr, o.verbose, func(p *harness.Program) error { return runBench(p, o, os.Stdout) })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)
@@ -182,7 +179,7 @@ func joinPatterns(ps []pattern) string {
 
 // runner carries one run's state.
 type runner struct {
-	t     testing.TB
+	t     harness.TB
 	opts  options
 	out   io.Writer
 	env   *env
@@ -193,27 +190,9 @@ type runner struct {
 
 func (r *runner) printf(format string, args ...any) { fmt.Fprintf(r.out, format, args...) }
 
-// runBench runs everything with t as the harness's test (a *testing.T in
-// smoke_test.go, a benchTB from main). A benchTB's Fatalf and Skipf become
-// the returned error; its cleanups run before it returns.
-func runBench(t testing.TB, o options, out io.Writer) (err error) {
-	if btb, ok := t.(*benchTB); ok {
-		defer func() {
-			if v := recover(); v != nil {
-				a, ok := v.(abort)
-				if !ok {
-					btb.cleanup()
-					panic(v)
-				}
-				if a.skipped {
-					err = fmt.Errorf("cannot run: %s", a.msg)
-				} else {
-					err = errors.New(a.msg)
-				}
-			}
-			btb.cleanup()
-		}()
-	}
+// runBench runs everything with t as the harness's test: a *testing.T in
+// smoke_test.go, a harness.Program from main.
+func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	began := time.Now()
 	root, err := harness.Root()
 	if err != nil {
