@@ -43,8 +43,8 @@ type cellResult struct {
 	pods       []podResult
 }
 
-func (c cellResult) failures() map[string]int {
-	m := map[string]int{}
+func (c cellResult) failures() map[harness.Kind]int {
+	m := map[harness.Kind]int{}
 	for _, o := range c.outcomes {
 		if o.Kind != harness.KindOK {
 			m[o.Kind]++

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // The soak (-soak N): N consecutive drains per client pattern, each
@@ -76,7 +78,7 @@ func soakReport(rows []soakRow, n int, flags string, grace, total time.Duration,
 		for _, c := range row.cells {
 			requests += len(c.outcomes)
 			for k, v := range c.failures() {
-				failures[k] += v
+				failures[string(k)] += v
 			}
 			for _, p := range c.pods {
 				drains = append(drains, p.drain())
@@ -122,9 +124,9 @@ func soakReport(rows []soakRow, n int, flags string, grace, total time.Duration,
 // kinds lists failure counts by kind, in the matrix table's column order.
 func kinds(m map[string]int) string {
 	var parts []string
-	for _, k := range failureKinds {
-		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	for _, k := range harness.Failures {
+		if m[string(k)] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[string(k)]))
 		}
 	}
 	return strings.Join(parts, ", ")

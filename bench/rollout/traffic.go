@@ -12,9 +12,6 @@ import (
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
-// failureKinds are the columns of the table, in order.
-var failureKinds = []string{harness.KindRefused, harness.KindReset, harness.Kind5xx, harness.KindTimeout, harness.KindOther}
-
 // pattern is a client behaviour; every one runs from each node's network
 // namespace through the Service's ClusterIP, about 50 requests/s in all
 // (slow: 10/s, 3 s each).

@@ -1,31 +1,43 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// Outcome kinds of one request.
+// Kind is what a client saw for one request.
+type Kind string
+
+// The kinds of outcome a client records.
 const (
-	KindOK      = "ok"
-	KindRefused = "refused"
-	KindReset   = "reset"
-	Kind5xx     = "5xx"
-	KindTimeout = "timeout"
-	KindOther   = "other"
+	KindOK      Kind = "ok"      // a complete response (Request: a 200 with the pod's name)
+	KindRefused Kind = "refused" // ECONNREFUSED on connect
+	KindReset   Kind = "reset"   // ECONNRESET, EPIPE or EOF before the reply was complete
+	Kind5xx     Kind = "5xx"     // a response with a 5xx status
+	KindTimeout Kind = "timeout" // the request's own deadline passed
+	KindOther   Kind = "other"   // anything else (Request: a status other than 200 and 5xx)
 )
+
+// Kinds lists every kind, ok first.
+var Kinds = []Kind{KindOK, KindRefused, KindReset, Kind5xx, KindTimeout, KindOther}
+
+// Failures lists every kind but ok.
+var Failures = Kinds[1:]
 
 // Outcome is one request through the ClusterIP.
 type Outcome struct {
 	Node       string    // the node whose network namespace sent it
 	Sent, Done time.Time // when it was sent and when it ended
 	Pod        string    // the answering pod: the body of a 200
-	Kind       string    // one of the Kind constants
+	Kind       Kind      // one of the Kind constants
 	Err        string    // the error or the status, when not KindOK
 }
 
@@ -47,7 +59,7 @@ func Request(client *http.Client, node, url string) Outcome {
 	o := Outcome{Node: node, Sent: time.Now()}
 	resp, err := client.Get(url)
 	if err != nil {
-		o.Kind, o.Err, o.Done = ClassifyErr(err), err.Error(), time.Now()
+		o.Kind, o.Err, o.Done = Classify(err), err.Error(), time.Now()
 		return o
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
@@ -55,7 +67,7 @@ func Request(client *http.Client, node, url string) Outcome {
 	o.Done = time.Now()
 	switch {
 	case err != nil:
-		o.Kind, o.Err = ClassifyErr(err), err.Error()
+		o.Kind, o.Err = Classify(err), err.Error()
 	case resp.StatusCode >= 500:
 		o.Kind, o.Err = Kind5xx, resp.Status
 	case resp.StatusCode != http.StatusOK:
@@ -66,16 +78,37 @@ func Request(client *http.Client, node, url string) Outcome {
 	return o
 }
 
-// ClassifyErr sorts a client error into a failure kind.
-func ClassifyErr(err error) string {
+// Classify maps a request error to a kind; nil is ok.
+func Classify(err error) Kind {
 	var ne net.Error
 	switch {
+	case err == nil:
+		return KindOK
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return KindRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return KindReset
-	case errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
 		return KindTimeout
 	}
+	// Errors that lost their chain on the way (x/net/http2 formats some).
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "connection refused"):
+		return KindRefused
+	case strings.Contains(s, "connection reset"), strings.Contains(s, "broken pipe"),
+		strings.Contains(s, "EOF"), strings.Contains(s, "connection lost"):
+		return KindReset
+	}
 	return KindOther
+}
+
+// ClassifyStatus maps a complete response to ok or 5xx.
+func ClassifyStatus(status int) Kind {
+	if status >= 500 {
+		return Kind5xx
+	}
+	return KindOK
 }

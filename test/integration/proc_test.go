@@ -1,9 +1,6 @@
 package integration
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,48 +9,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
-
-// logLine is one line hapsuper wrote on stderr. JSON lines carry msg, level
-// and fields; anything else (HAProxy's own alerts) is kept as raw text.
-type logLine struct {
-	at     time.Time // the "time" field, or when the test read the line
-	msg    string
-	level  string
-	fields map[string]any
-	raw    string
-}
-
-// str returns a field as text.
-func (l logLine) str(key string) string {
-	if v, ok := l.fields[key]; ok {
-		return fmt.Sprint(v)
-	}
-	return ""
-}
-
-// num returns a numeric field, and whether it was one.
-func (l logLine) num(key string) (float64, bool) {
-	v, ok := l.fields[key].(float64)
-	return v, ok
-}
 
 // supervisor is one hapsuper process of a test, with its own directory
 // holding the sockets, the override file and the HAProxy config.
 type supervisor struct {
-	t        *testing.T
-	dir      string
-	master   string // --master-socket
-	status   string // --status-socket
-	cmd      *exec.Cmd
-	pid      int
-	started  time.Time
-	exitedCh chan struct{}
-	logsDone chan struct{} // closed when stderr reached EOF
+	t           *testing.T
+	dir         string
+	master      string // --master-socket
+	status      string // --status-socket
+	cmd         *exec.Cmd
+	pid         int
+	started     time.Time
+	exitedCh    chan struct{}
+	harness.Log // hapsuper's and HAProxy's output
 
 	mu       sync.Mutex
-	lines    []logLine
-	changed  chan struct{} // closed and replaced on every new line
 	exitCode int
 	exitAt   time.Time
 }
@@ -105,9 +78,7 @@ func startCommandWith(t *testing.T, dir string, o procOptions, args []string) *s
 		t: t, dir: dir,
 		master:   filepath.Join(dir, "master.sock"),
 		status:   filepath.Join(dir, "status.sock"),
-		changed:  make(chan struct{}),
 		exitedCh: make(chan struct{}),
-		logsDone: make(chan struct{}),
 	}
 	argv := append(append(append([]string{}, prefix...), bin), args...)
 	s.cmd = exec.Command(argv[0], argv[1:]...)
@@ -129,7 +100,7 @@ func startCommandWith(t *testing.T, dir string, o procOptions, args []string) *s
 	}
 	pw.Close()
 	s.pid = s.cmd.Process.Pid
-	go s.readLogs(pr)
+	go s.Read(pr)
 	go func() {
 		_ = s.cmd.Wait()
 		s.mu.Lock()
@@ -152,105 +123,15 @@ func startCommandWith(t *testing.T, dir string, o procOptions, args []string) *s
 	return s
 }
 
-func (s *supervisor) readLogs(r *os.File) {
-	defer close(s.logsDone)
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		l := logLine{at: time.Now(), raw: sc.Text()}
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			l.fields = m
-			l.msg, l.level = l.str("msg"), l.str("level")
-			if ts, err := time.Parse(time.RFC3339Nano, l.str("time")); err == nil {
-				l.at = ts
-			}
-		}
-		s.mu.Lock()
-		s.lines = append(s.lines, l)
-		close(s.changed)
-		s.changed = make(chan struct{})
-		s.mu.Unlock()
-	}
-}
-
-// logs returns every line so far.
-func (s *supervisor) logs() []logLine {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]logLine(nil), s.lines...)
-}
-
-// findLog returns the first line with msg.
-func (s *supervisor) findLog(msg string) (logLine, bool) {
-	for _, l := range s.logs() {
-		if l.msg == msg {
-			return l, true
-		}
-	}
-	return logLine{}, false
-}
-
-// countLog counts the lines with msg.
-func (s *supervisor) countLog(msg string) int {
-	n := 0
-	for _, l := range s.logs() {
-		if l.msg == msg {
-			n++
-		}
-	}
-	return n
-}
-
 // waitLog waits, at most timeout, for the first line with msg; the test
 // fails when it does not come.
-func (s *supervisor) waitLog(msg string, timeout time.Duration) logLine {
+func (s *supervisor) waitLog(msg string, timeout time.Duration) harness.Entry {
 	s.t.Helper()
-	l, ok := s.awaitLog(msg, timeout)
+	l, ok := s.Wait(msg, nil, timeout, nil)
 	if !ok {
 		s.t.Fatalf("hapsuper did not log %q within %s", msg, timeout)
 	}
 	return l
-}
-
-// awaitLog is waitLog that reports instead of failing.
-func (s *supervisor) awaitLog(msg string, timeout time.Duration) (logLine, bool) {
-	deadline := time.After(timeout)
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if l, ok := s.findLog(msg); ok {
-			return l, true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return logLine{}, false
-		}
-	}
-}
-
-// awaitRaw waits, at most timeout, for the first line that starts with
-// prefix, JSON or not (the Go runtime's own traces are plain text).
-func (s *supervisor) awaitRaw(prefix string, timeout time.Duration) (logLine, bool) {
-	deadline := time.After(timeout)
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		for _, l := range s.logs() {
-			if strings.HasPrefix(l.raw, prefix) {
-				return l, true
-			}
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return logLine{}, false
-		}
-	}
 }
 
 // waitReady waits for "haproxy ready" and for addr to accept connections.
@@ -281,10 +162,7 @@ func (s *supervisor) waitExit(timeout time.Duration) (int, time.Time) {
 	}
 	// Let the reader take the last lines; HAProxy processes that outlive
 	// hapsuper would hold the pipe open, hence the bound.
-	select {
-	case <-s.logsDone:
-	case <-time.After(time.Second):
-	}
+	s.WaitRead(time.Second)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.exitCode, s.exitAt
@@ -300,23 +178,14 @@ func (s *supervisor) exited() bool {
 	}
 }
 
-// stderr returns everything hapsuper (and HAProxy) wrote.
-func (s *supervisor) stderr() string {
-	var b strings.Builder
-	for _, l := range s.logs() {
-		b.WriteString(l.raw + "\n")
-	}
-	return b.String()
-}
-
 // dumpLogs puts hapsuper's output into the test log (last 200 lines).
 func (s *supervisor) dumpLogs() {
-	ls := s.logs()
+	ls := s.Lines()
 	if len(ls) > 200 {
 		ls = ls[len(ls)-200:]
 	}
 	s.t.Logf("hapsuper output (%d lines shown):", len(ls))
 	for _, l := range ls {
-		s.t.Log("  " + l.raw)
+		s.t.Log("  " + l.Raw)
 	}
 }

@@ -128,7 +128,7 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 		if reply.MasterPid != 0 || len(reply.Workers) > 0 || reply.Phase != "" || strings.Contains(raw, strconv.Itoa(master)) {
 			t.Errorf("the refusal carries status (master %d): %q", master, raw)
 		}
-		if _, ok := s.awaitLog("status request refused", 2*time.Second); !ok {
+		if _, ok := s.Wait("status request refused", nil, 2*time.Second, nil); !ok {
 			t.Error(`no "status request refused" in hapsuper's log`)
 		}
 

@@ -92,7 +92,7 @@ func (tr *traffic) answeredBy(pod string, since time.Time) []harness.Outcome {
 func (tr *traffic) summary() string {
 	counts := map[string]map[string]int{}
 	for _, o := range tr.rec.Outcomes() {
-		k := o.Kind
+		k := string(o.Kind)
 		if o.Kind == harness.KindOK {
 			k = o.Pod
 		}
