@@ -213,19 +213,13 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	if o.picture == "" {
 		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
 	}
-	// Named like the harness's directories, so a later run removes it if
-	// this one crashes.
-	dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-bench-", os.Getpid()))
-	if err != nil {
-		return fmt.Errorf("create work directory: %w", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := &runner{t: t, opts: o, out: out}
 	r.printf("building hapsuper\n")
-	bin, err := harness.Build(dir)
+	bin, err := harness.Binary()
 	if err != nil {
 		return err
 	}
+	t.Cleanup(harness.RemoveBinary)
 	var x extras
 	x.smoke = o.smoke
 	if o.tpRounds > 0 {
@@ -248,7 +242,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 
 	ctx := context.Background()
 	r.printf("cluster: starting etcd, kube-apiserver, kube-controller-manager, 2 nodes with nftables kube-proxy\n")
-	if r.env, err = newEnv(ctx, r, 2, root, bin, dir); err != nil {
+	if r.env, err = newEnv(ctx, t, 2); err != nil {
 		return err
 	}
 	if o.soak > 0 {

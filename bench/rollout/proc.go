@@ -1,65 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/hapsuper/hapsuper/test/harness"
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
-
-// execCmd is a pod's container process, started through ip netns exec,
-// which execs in place: the pid is the program's own.
-type execCmd struct {
-	cmd *exec.Cmd
-}
-
-// startIn starts argv in pod's network namespace with env, its output
-// collected into log. The process dies with the bench (parent-death signal).
-func startIn(pod *k8stest.Pod, argv, env []string, log *harness.Log) (*execCmd, error) {
-	cmd := pod.Command(context.Background(), argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("make output pipe for pod %s: %w", pod.Name, err)
-	}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("start %s in pod %s: %w", argv[0], pod.Name, err)
-	}
-	w.Close()
-	go log.Read(r)
-	return &execCmd{cmd: cmd}, nil
-}
-
-// wait waits for the process and returns its exit code, 128+N when killed
-// by signal N.
-func (c *execCmd) wait() int {
-	_ = c.cmd.Wait()
-	st := c.cmd.ProcessState
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return st.ExitCode()
-}
-
-func (c *execCmd) pid() int { return c.cmd.Process.Pid }
-
-func (c *execCmd) signal(sig syscall.Signal) error {
-	if err := c.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("send %v to pid %d: %w", sig, c.pid(), err)
-	}
-	return nil
-}
 
 // usage is a process's memory and CPU while serving.
 type usage struct {

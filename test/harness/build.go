@@ -13,10 +13,22 @@ import (
 // point it at the repository's root with a replace directive.
 const product = "github.com/hapsuper/hapsuper"
 
+// root is Root's answer, asked once per process.
+var root struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 // Root returns the directory of hapsuper's own module: cmd/hapsuper,
 // deploy/ and the Dockerfile are there. It works from the product, test and
 // bench modules alike.
 func Root() (string, error) {
+	root.once.Do(func() { root.dir, root.err = findRoot() })
+	return root.dir, root.err
+}
+
+func findRoot() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", product).Output()
 	if err != nil {
 		var detail string
@@ -35,15 +47,15 @@ func Root() (string, error) {
 // Build compiles ./cmd/hapsuper into dir/hapsuper as the Dockerfile does:
 // static (CGO_ENABLED=0) and -trimpath.
 func Build(dir string) (string, error) {
-	root, err := Root()
+	src, err := Root()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "hapsuper")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/hapsuper")
-	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Dir, cmd.Env = src, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/hapsuper in %s: %w\n%s", root, err, out)
+		return "", fmt.Errorf("go build ./cmd/hapsuper in %s: %w\n%s", src, err, out)
 	}
 	return bin, nil
 }

@@ -96,14 +96,14 @@ func startReloadStorm(s *supervisor, interval time.Duration) *reloadStorm {
 			select {
 			case <-r.quit:
 				return
-			case <-s.exitedCh:
+			case <-s.Done():
 				return
 			case <-end:
 				return
 			case <-tick.C:
 			}
 			if i%2 == 0 {
-				if syscall.Kill(s.pid, syscall.SIGHUP) == nil {
+				if syscall.Kill(s.Pid(), syscall.SIGHUP) == nil {
 					r.sighups.Add(1)
 				}
 				continue
@@ -153,13 +153,13 @@ func watchZombies(s *supervisor) *zombieWatch {
 			select {
 			case <-z.quit:
 				return
-			case <-s.exitedCh:
+			case <-s.Done():
 				return
 			case <-tick.C:
 			}
 			now := time.Now()
 			z.mu.Lock()
-			for _, p := range zombiesOf(s.pid) {
+			for _, p := range zombiesOf(s.Pid()) {
 				if _, ok := z.first[p.pid]; !ok {
 					z.first[p.pid], z.info[p.pid] = now, p
 				}

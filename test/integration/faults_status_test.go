@@ -44,7 +44,7 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 		// Right after the flood, the drain still under way: the status must
 		// answer within a few seconds.
 		var after statusQuery
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.exited(); time.Sleep(100 * time.Millisecond) {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.Exited(); time.Sleep(100 * time.Millisecond) {
 			if after = queryStatus(s); after.ok {
 				break
 			}

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,19 +15,12 @@ import (
 // supervisor is one hapsuper process of a test, with its own directory
 // holding the sockets, the override file and the HAProxy config.
 type supervisor struct {
-	t           *testing.T
-	dir         string
-	master      string // --master-socket
-	status      string // --status-socket
-	cmd         *exec.Cmd
-	pid         int
-	started     time.Time
-	exitedCh    chan struct{}
-	harness.Log // hapsuper's and HAProxy's output
-
-	mu       sync.Mutex
-	exitCode int
-	exitAt   time.Time
+	t                *testing.T
+	dir              string
+	master           string // --master-socket
+	status           string // --status-socket
+	started          time.Time
+	*harness.Process // hapsuper; its Log holds hapsuper's and HAProxy's output
 }
 
 // supervisorArgs are the flags every test passes: its own paths and JSON
@@ -76,44 +68,24 @@ func startCommandWith(t *testing.T, dir string, o procOptions, args []string) *s
 	bin := hapsuperBin(t)
 	s := &supervisor{
 		t: t, dir: dir,
-		master:   filepath.Join(dir, "master.sock"),
-		status:   filepath.Join(dir, "status.sock"),
-		exitedCh: make(chan struct{}),
+		master: filepath.Join(dir, "master.sock"),
+		status: filepath.Join(dir, "status.sock"),
 	}
 	argv := append(append(append([]string{}, prefix...), bin), args...)
-	s.cmd = exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	if len(o.env) > 0 {
-		s.cmd.Env = append(os.Environ(), o.env...)
+		cmd.Env = append(os.Environ(), o.env...)
 	}
-	s.cmd.SysProcAttr = o.attr
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatalf("pipe for hapsuper's stderr: %v", err)
-	}
-	// A plain file, not StderrPipe: HAProxy inherits it, and Wait must not
-	// wait for HAProxy to close it.
-	s.cmd.Stderr, s.cmd.Stdout = pw, pw
+	cmd.SysProcAttr = o.attr
 	t.Logf("start: %s", strings.Join(argv, " "))
 	s.started = time.Now()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start hapsuper: %v", err)
+	var err error
+	if s.Process, err = harness.Start(cmd); err != nil {
+		t.Fatal(err)
 	}
-	pw.Close()
-	s.pid = s.cmd.Process.Pid
-	go s.Read(pr)
-	go func() {
-		_ = s.cmd.Wait()
-		s.mu.Lock()
-		s.exitCode, s.exitAt = exitCode(s.cmd.ProcessState), time.Now()
-		s.mu.Unlock()
-		close(s.exitedCh)
-	}()
 	t.Cleanup(func() {
-		select {
-		case <-s.exitedCh:
-		default:
-			_ = s.cmd.Process.Kill()
-			<-s.exitedCh
+		if !s.Kill() {
+			t.Errorf("hapsuper (pid %d) not reaped 5s after SIGKILL", s.Pid())
 		}
 		killLeftovers(t, dir)
 		if t.Failed() {
@@ -145,8 +117,8 @@ func (s *supervisor) waitReady(addr string) {
 func (s *supervisor) signal(sig syscall.Signal) time.Time {
 	s.t.Helper()
 	at := time.Now()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("send %v to hapsuper: %v", sig, err)
+	if err := s.Signal(sig); err != nil {
+		s.t.Fatalf("hapsuper: %v", err)
 	}
 	return at
 }
@@ -156,26 +128,14 @@ func (s *supervisor) signal(sig syscall.Signal) time.Time {
 func (s *supervisor) waitExit(timeout time.Duration) (int, time.Time) {
 	s.t.Helper()
 	select {
-	case <-s.exitedCh:
+	case <-s.Done():
 	case <-time.After(timeout):
 		s.t.Fatalf("hapsuper still running %s later", timeout)
 	}
 	// Let the reader take the last lines; HAProxy processes that outlive
 	// hapsuper would hold the pipe open, hence the bound.
 	s.WaitRead(time.Second)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.exitCode, s.exitAt
-}
-
-// exited reports whether hapsuper has exited.
-func (s *supervisor) exited() bool {
-	select {
-	case <-s.exitedCh:
-		return true
-	default:
-		return false
-	}
+	return s.Exit()
 }
 
 // dumpLogs puts hapsuper's output into the test log (last 200 lines).

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // nobody is the unprivileged user the tests run clients as.
@@ -38,7 +40,7 @@ func runAs(t *testing.T, cred *syscall.Credential, stdin string, argv ...string)
 		t.Fatalf("start %s as %+v: %v", strings.Join(argv, " "), cred, err)
 	}
 	_ = cmd.Wait()
-	return out.String(), errb.String(), exitCode(cmd.ProcessState)
+	return out.String(), errb.String(), harness.ExitCode(cmd.ProcessState)
 }
 
 // sharedDir makes a directory under /tmp that other users may traverse

@@ -22,7 +22,7 @@ func TestDrain_APIServerKilled(t *testing.T) {
 	// the drain runs to the bound.
 	t.Run("before the slice update", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
 		killAPIServer(t, e)
@@ -42,17 +42,17 @@ func TestDrain_APIServerKilled(t *testing.T) {
 	// the nodes to ask them, so the quiet period decides: unverified.
 	t.Run("after the slice update", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
-		if _, ok := a.log.Wait("routing path withdrawn in the API", nil, 5*time.Second, a.done); !ok {
-			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.log.Tail(20))
+		if _, ok := a.Wait("routing path withdrawn in the API", nil, 5*time.Second, a.Done()); !ok {
+			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.Tail(20))
 		}
 		// The premise is that the kube-proxies have the change: wait until
 		// no node's rules hold web-a (a kube-proxy's watch can lag ours by
 		// seconds on a loaded machine; killed earlier, node1 kept routing to
 		// web-a and the drain rightly ran to the bound).
-		waitRulesWithout(t, e.h.Nodes(), a.IP, 10*time.Second)
+		waitRulesWithout(t, e.H.Nodes(), a.IP, 10*time.Second)
 		killAPIServer(t, e)
 		a.sigterm(t)
 		r := a.afterStop(t, tr, false)
@@ -73,7 +73,7 @@ func (p *hapPod) deleteOnly(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.e.h.DeletePod(ctx, p.Pod, drainGrace); err != nil {
+	if err := p.e.H.DeletePod(ctx, p.Pod, drainGrace); err != nil {
 		t.Fatal(err)
 	}
 	p.deletedAt = time.Now()
@@ -108,7 +108,7 @@ func waitRulesWithout(t *testing.T, nodes []*k8stest.Node, ip netip.Addr, bound 
 func killAPIServer(t *testing.T, e *drainEnv) {
 	t.Helper()
 	at := time.Now()
-	if err := e.h.APIServerProcess().Kill(); err != nil {
+	if err := e.H.APIServerProcess().Kill(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("kube-apiserver killed in %v", time.Since(at).Round(time.Millisecond))

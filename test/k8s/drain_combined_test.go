@@ -20,7 +20,7 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 	// never drop web-a. The drain runs to the bound.
 	t.Run("at the delete", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
 		killAPIServerAndKubeProxy(t, e, 2)
@@ -37,11 +37,11 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 	// naming node2 (they went quiet).
 	t.Run("during the drain", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.terminate(t)
-		if _, ok := a.log.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.done); !ok {
-			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.log.Tail(20))
+		if _, ok := a.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.Done()); !ok {
+			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.Tail(20))
 		}
 		killed := killAPIServerAndKubeProxy(t, e, 2)
 		r := a.afterStop(t, tr, false)
@@ -51,7 +51,7 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 		// may have confirmed before the kill (it had synced). Then the
 		// scenario did not happen and routed-away is the right verdict;
 		// it is wrong only if node2 confirmed after its kube-proxy died.
-		if c, ok := a.log.Find("kube-proxy confirmed the withdrawal", func(l harness.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
+		if c, ok := a.Find("kube-proxy confirmed the withdrawal", func(l harness.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
 			t.Logf("node2 confirmed %v before the kill: the race this scenario needs was lost; drain ended %s (%s)", killed.Sub(c.At).Round(time.Millisecond), r.reason, r.detail)
 			checkReason(t, r, "routed-away")
 			return
@@ -69,7 +69,7 @@ func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) (killed time
 	t.Helper()
 	at := time.Now()
 	killAPIServer(t, e)
-	kp := e.h.KubeProxy(node).Process()
+	kp := e.H.KubeProxy(node).Process()
 	if kp == nil {
 		t.Fatalf("node%d has no kube-proxy process to kill", node)
 	}

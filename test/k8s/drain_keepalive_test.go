@@ -74,7 +74,7 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 	b.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 
-	tr := startPooled(t, url, e.h.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
+	tr := startPooled(t, url, e.H.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
 	onA := tr.where(func(o harness.Outcome) bool { return o.Pod == "web-a" })
 	if len(onA) == 0 {
@@ -95,7 +95,7 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 	if d := r.haproxyExit.Sub(r.soft); d > idleBound+time.Second {
 		t.Errorf("HAProxy exited %v after the soft stop: idle connections held it past the idle bound %v", d, idleBound)
 	}
-	for _, n := range e.h.Nodes() {
+	for _, n := range e.H.Nodes() {
 		later := tr.where(func(o harness.Outcome) bool {
 			return o.Node == n.Name && o.Kind == harness.KindOK && o.Pod == "web-b" && o.Sent.After(r.soft)
 		})
@@ -129,7 +129,7 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 	warned := false
 	var warnings []string
-	for _, l := range a.log.All("config warning") {
+	for _, l := range a.All("config warning") {
 		w := l.Str("warning")
 		warnings = append(warnings, w)
 		warned = warned || strings.Contains(w, "frontend web") && strings.Contains(w, "idle-close-on-response")
@@ -138,7 +138,7 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 		t.Errorf("no config warning naming frontend web and idle-close-on-response; config warnings: %q", warnings)
 	}
 
-	tr := startPooled(t, url, e.h.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
+	tr := startPooled(t, url, e.H.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
 	a.terminate(t)
 	a.waitExit(t, drainGrace+2*time.Second)

@@ -44,18 +44,18 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 		since := now.Sub(time.Unix(0, d))
 		return since >= pauseFrom && since < pauseTo
 	}
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, pause)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, pause)
 	time.Sleep(500 * time.Millisecond)
 
-	kp := e.h.KubeProxy(2)
+	kp := e.H.KubeProxy(2)
 	if err := kp.Freeze(); err != nil {
 		t.Fatal(err)
 	}
 	deleted.Store(time.Now().UnixNano())
 	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(thawAfter)))
-	if a.exited() {
-		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was frozen:\n%s", a.log.Tail(20))
+	if a.Exited() {
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was frozen:\n%s", a.Tail(20))
 	}
 	if err := kp.Thaw(); err != nil {
 		t.Fatal(err)
@@ -87,10 +87,10 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 // naming node2; no request sent before the drain ended fails.
 func TestDrain_PartitionedKubeProxy(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
-	api := e.h.APIServer().Addr()
-	nft(t, e.h.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-partition {
+	api := e.H.APIServer().Addr()
+	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-partition {
 	chain in { type filter hook input priority -10; policy accept; ip saddr %s drop; }
 	chain out { type filter hook output priority -10; policy accept; ip daddr %s drop; }
 }
@@ -118,11 +118,11 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 // both nodes have gone quiet on web-a; nothing fails.
 func TestDrain_HealthzUnreachable(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	nft(t, e.h.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-nohealthz {
+	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-nohealthz {
 	chain in { type filter hook input priority -10; policy accept; tcp dport %d reject with tcp reset; }
 }
 `, k8stest.HealthzPort))
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	r := a.drainUnder(t, tr, true)
 

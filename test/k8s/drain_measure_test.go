@@ -84,7 +84,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 	cur := e.startPod(t, 1, "m-0", "web")
 	cur.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"stable", "m-0"}, 2: {"stable", "m-0"}})
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
@@ -101,7 +101,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 			// kube-proxy idle for more than minSyncPeriod: the Ready change
 			// starts a sync at once, and the deletion arrives during it.
 			time.Sleep(time.Until(lastChange.Add(1200 * time.Millisecond)))
-			if err := e.h.SetPodReady(ctx, next.Pod, true); err != nil {
+			if err := e.H.SetPodReady(ctx, next.Pod, true); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Duration(rand.IntN(31)) * time.Millisecond)
@@ -111,14 +111,14 @@ func measure(t *testing.T, rounds int, restart bool) {
 			time.Sleep(1200 * time.Millisecond)
 		}
 		if restart {
-			if err := e.h.KubeProxy(2).Stop(); err != nil {
+			if err := e.H.KubeProxy(2).Stop(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		cur.terminate(t)
 		if restart {
 			time.Sleep(time.Until(cur.deletedAt.Add(3 * time.Second)))
-			slow.start(t, e.h.KubeProxy(2))
+			slow.start(t, e.H.KubeProxy(2))
 		}
 		cur.waitExit(t, drainGrace+2*time.Second)
 		cur.finish(t)

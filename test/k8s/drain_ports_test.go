@@ -27,7 +27,7 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	svc, err := e.h.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
+	svc, err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
@@ -58,8 +58,8 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	e.waitRouted(t, httpURL, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 	e.waitRouted(t, adminURL, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
 
-	httpTr := startTraffic(t, httpURL, e.h.Nodes(), 20*time.Millisecond, nil)
-	adminTr := startTraffic(t, adminURL, e.h.Nodes(), 20*time.Millisecond, nil)
+	httpTr := startTraffic(t, httpURL, e.H.Nodes(), 20*time.Millisecond, nil)
+	adminTr := startTraffic(t, adminURL, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	a.terminate(t)
 	r := a.afterStop(t, httpTr, true)

@@ -27,17 +27,17 @@ import (
 func TestDrain_KubeProxyRestart(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
 	slow := newSlowFirstSync(t, time.Second)
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 
-	kp := e.h.KubeProxy(2)
+	kp := e.H.KubeProxy(2)
 	if err := kp.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
-	if a.exited() {
-		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.log.Tail(20))
+	if a.Exited() {
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.Tail(20))
 	}
 	slow.start(t, kp)
 	started := time.Now()

@@ -25,7 +25,7 @@ func TestDrain_RoutedAway(t *testing.T) {
 			b.ready(t)
 			e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 
-			tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+			tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 			time.Sleep(500 * time.Millisecond)
 			r := a.drainUnder(t, tr, true)
 			checkNoFailures(t, tr, time.Time{})
@@ -34,7 +34,7 @@ func TestDrain_RoutedAway(t *testing.T) {
 			if note, ok := e.drainEvent(t, "web-a"); ok {
 				t.Logf("Event DrainEnded on web-a: %s", note)
 			} else {
-				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.log.Warnings())
+				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.Warnings())
 			}
 		})
 	}

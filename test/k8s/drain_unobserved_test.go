@@ -30,7 +30,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 	}
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b", "web-c"}, 2: {"web-a", "web-b", "web-c"}})
 
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	for _, tc := range []struct {
 		pod  *hapPod
@@ -49,7 +49,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 		if !strings.Contains(r.detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.detail, "not observed: "+tc.path) {
 			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.detail, tc.path)
 		}
-		if w, ok := tc.pod.log.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
+		if w, ok := tc.pod.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
 			t.Errorf("%s: routing logged withdrawn at %v although %q was not observed", r.pod, w.At, tc.path)
 		}
 	}
@@ -72,14 +72,14 @@ func TestDrain_APIOnlyAndAuto(t *testing.T) {
 	b.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 
-	picked, ok := b.log.Find("routing mode picked", nil)
+	picked, ok := b.Find("routing mode picked", nil)
 	if !ok || picked.Str("mode") != "kube-proxy" {
 		t.Errorf("web-b (--routing auto): routing mode picked %q (%s), want kube-proxy", picked.Str("mode"), picked.Str("why"))
 	} else {
 		t.Logf("web-b: auto picked %s: %s", picked.Str("mode"), picked.Str("why"))
 	}
 
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	r := a.drainUnder(t, tr, true)
 	checkNoFailures(t, tr, time.Time{})

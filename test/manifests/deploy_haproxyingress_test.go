@@ -1,4 +1,4 @@
-package k8s_test
+package manifests_test
 
 import (
 	"os"
@@ -8,104 +8,10 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
-
-// chartDeployment is the controller Deployment that the haproxy-ingress
-// chart renders with deploy/haproxy-ingress/values.yaml (release
-// "haproxy-ingress"), transcribed from the chart's
-// templates/_podtemplate.yaml (haproxy-ingress/charts, controller.haproxy
-// .enabled: true). Helm itself is not run here: if the chart changes the
-// HAProxy container's name, arguments or volumes, this copy must follow.
-const chartDeployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: haproxy-ingress
-  labels:
-    app.kubernetes.io/name: haproxy-ingress
-    app.kubernetes.io/instance: haproxy-ingress
-spec:
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: haproxy-ingress
-      app.kubernetes.io/instance: haproxy-ingress
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: haproxy-ingress
-        app.kubernetes.io/instance: haproxy-ingress
-    spec:
-      serviceAccountName: haproxy-ingress
-      initContainers:
-        - name: haproxy-ingress-init
-          image: quay.io/jcmoraisjr/haproxy-ingress:v0.14.12
-          args: ["--init"]
-          volumeMounts:
-            - {mountPath: /etc/haproxy, name: etc}
-      containers:
-        - name: haproxy-ingress
-          image: quay.io/jcmoraisjr/haproxy-ingress:v0.14.12
-          args:
-            - --configmap=ingress-controller/haproxy-ingress
-            - --ingress-class=haproxy
-            - --master-socket=/var/run/haproxy/master.sock
-            - --sort-backends
-          env:
-            - name: POD_NAME
-              valueFrom: {fieldRef: {fieldPath: metadata.name}}
-            - name: POD_NAMESPACE
-              valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-          volumeMounts:
-            - {mountPath: /etc/haproxy, name: etc}
-            - {mountPath: /var/lib/haproxy, name: lib}
-            - {mountPath: /var/run/haproxy, name: run}
-        - name: haproxy
-          image: registry.example/hapsuper-haproxy:replace-me
-          args: ["-W", "-S", "/var/run/haproxy/master.sock,mode,600", "-f", "/etc/haproxy"]
-          ports:
-            - {name: http, containerPort: 80}
-            - {name: https, containerPort: 443}
-            - {name: healthz, containerPort: 10253}
-          livenessProbe:
-            httpGet: {path: /healthz, port: 10253, scheme: HTTP}
-          readinessProbe:
-            httpGet: {path: /healthz, port: 10253, scheme: HTTP}
-          volumeMounts:
-            - {mountPath: /etc/haproxy, name: etc}
-            - {mountPath: /var/lib/haproxy, name: lib}
-            - {mountPath: /var/run/haproxy, name: run}
-          securityContext:
-            runAsUser: 0
-      volumes:
-        - {name: etc, emptyDir: {}}
-        - {name: lib, emptyDir: {}}
-        - {name: run, emptyDir: {}}
-      terminationGracePeriodSeconds: 60
-      dnsPolicy: ClusterFirst
-      hostNetwork: false
-`
-
-// renderHAProxyIngress runs deploy/haproxy-ingress/post-render's
-// kustomization over chartDeployment, as post-render.sh does.
-func renderHAProxyIngress(t *testing.T) rendered {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(deployDir, "haproxy-ingress", "post-render")
-	for _, name := range []string{"kustomization.yaml", "hapsuper-patch.yaml"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "chart.yaml"), []byte(chartDeployment), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return render(t, dir)
-}
 
 // The post-renderer gives the chart's HAProxy container hapsuper's
 // settings (grace period equal to the pod's and to values.yaml), the pod's
@@ -114,8 +20,8 @@ func renderHAProxyIngress(t *testing.T) rendered {
 // arguments, reuses the chart's master socket. The controller container is
 // not touched.
 func TestDeploy_HAProxyIngress(t *testing.T) {
-	r := renderHAProxyIngress(t)
-	d, c := r.deployment(t)
+	r := kube.RenderHAProxyIngress(t)
+	d, c := deployment(t, r)
 
 	grace, _ := envValue(c, "HAPSUPER_GRACE_PERIOD")
 	g, err := time.ParseDuration(grace)
@@ -128,7 +34,7 @@ func TestDeploy_HAProxyIngress(t *testing.T) {
 			TerminationGracePeriodSeconds int64 `json:"terminationGracePeriodSeconds"`
 		} `json:"controller"`
 	}
-	b, err := os.ReadFile(filepath.Join(deployDir, "haproxy-ingress", "values.yaml"))
+	b, err := os.ReadFile(filepath.Join(kube.DeployDir(t), "haproxy-ingress", "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

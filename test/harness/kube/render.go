@@ -1,35 +1,28 @@
-package k8s_test
+package kube
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// deployDir is the repository's deploy/ directory, from this package's.
-const deployDir = "../../deploy"
+// RoutingOverlays are deploy/overlays' directories, by HAPSUPER_ROUTING mode.
+var RoutingOverlays = []string{"off", "endpointslices", "kube-proxy"}
 
-// routingOverlays are deploy/overlays' directories, by HAPSUPER_ROUTING mode.
-var routingOverlays = []string{"off", "endpointslices", "kube-proxy"}
-
-// rendered is the output of one kustomization: what `kubectl apply -k`
+// Rendered is the output of one kustomization: what `kubectl apply -k`
 // would send, in kubectl's (legacy) order.
-type rendered struct {
+type Rendered struct {
 	Objects []*unstructured.Unstructured
 }
 
-// render builds the kustomization in dir, as `kubectl kustomize dir` does.
-func render(t *testing.T, dir string) rendered {
+// Render builds the kustomization in dir, as `kubectl kustomize dir` does.
+func Render(t harness.TB, dir string) Rendered {
 	t.Helper()
 	opts := krusty.MakeDefaultOptions()
 	opts.Reorder = krusty.ReorderOptionLegacy // kubectl's order: RBAC before workloads
@@ -37,7 +30,7 @@ func render(t *testing.T, dir string) rendered {
 	if err != nil {
 		t.Fatalf("render kustomization %s: %v", dir, err)
 	}
-	var r rendered
+	var r Rendered
 	for _, res := range m.Resources() {
 		// Through JSON: unstructured objects hold JSON's types (int64).
 		j, err := res.MarshalJSON()
@@ -53,31 +46,41 @@ func render(t *testing.T, dir string) rendered {
 	return r
 }
 
-// renderIn renders an operator's own kustomization that takes base (a
+// DeployDir is the repository's deploy/ directory.
+func DeployDir(t harness.TB) string {
+	t.Helper()
+	root, err := harness.Root()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return filepath.Join(root, "deploy")
+}
+
+// RenderIn renders an operator's own kustomization that takes base (a
 // directory under deploy/) into namespace ns, plus extra kustomization
 // lines, in which {{deploy}} stands for deploy/: how the manifests are
 // meant to be consumed. Kustomize takes relative paths only.
-func renderIn(t *testing.T, base, ns, extra string) rendered {
+func RenderIn(t harness.TB, base, ns, extra string) Rendered {
 	t.Helper()
-	dir := t.TempDir()
-	abs, err := filepath.Abs(deployDir)
+	dir, err := os.MkdirTemp("", "hapsuper-render-")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
-	rel, err := filepath.Rel(dir, abs)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	rel, err := filepath.Rel(dir, DeployDir(t))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	extra = strings.ReplaceAll(extra, "{{deploy}}", rel)
 	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n  - %s\n%s", ns, filepath.Join(rel, base), extra)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
-	return render(t, dir)
+	return Render(t, dir)
 }
 
-// find returns the objects of one kind.
-func (r rendered) find(kind string) []*unstructured.Unstructured {
+// Find returns the objects of one kind.
+func (r Rendered) Find(kind string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, o := range r.Objects {
 		if o.GetKind() == kind {
@@ -87,79 +90,11 @@ func (r rendered) find(kind string) []*unstructured.Unstructured {
 	return out
 }
 
-// kinds lists "Kind/name" of every object, in order.
-func (r rendered) kinds() []string {
+// Kinds lists "Kind/name" of every object, in order.
+func (r Rendered) Kinds() []string {
 	var out []string
 	for _, o := range r.Objects {
 		out = append(out, o.GetKind()+"/"+o.GetName())
 	}
 	return out
-}
-
-// deployment returns the one Deployment, typed, and its haproxy container.
-func (r rendered) deployment(t *testing.T) (*appsv1.Deployment, corev1.Container) {
-	t.Helper()
-	ds := r.find("Deployment")
-	if len(ds) != 1 {
-		t.Fatalf("rendered %v: want one Deployment", r.kinds())
-	}
-	var d appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(ds[0].Object, &d, true); err != nil {
-		t.Fatalf("decode Deployment %s: %v", ds[0].GetName(), err)
-	}
-	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name == "haproxy" {
-			return &d, c
-		}
-	}
-	t.Fatalf("Deployment %s has no container haproxy", d.Name)
-	return nil, corev1.Container{}
-}
-
-// envValue returns the literal value of the container's variable name.
-func envValue(c corev1.Container, name string) (string, bool) {
-	for _, e := range c.Env {
-		if e.Name == name && e.ValueFrom == nil {
-			return e.Value, true
-		}
-	}
-	return "", false
-}
-
-// fieldRefs maps the container's downward-API variables to their fields.
-func fieldRefs(c corev1.Container) map[string]string {
-	out := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-			out[e.Name] = e.ValueFrom.FieldRef.FieldPath
-		}
-	}
-	return out
-}
-
-// tokenVolume returns the pod's projected volumes that carry a
-// service-account token.
-func tokenVolumes(d *appsv1.Deployment) []corev1.Volume {
-	var out []corev1.Volume
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Projected == nil {
-			continue
-		}
-		if slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.ServiceAccountToken != nil }) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// hapsuperEnv is a getenv over the container's literal HAPSUPER_* values,
-// as hapsuper would see them in the pod.
-func hapsuperEnv(c corev1.Container) func(string) string {
-	return func(name string) string {
-		if !strings.HasPrefix(name, "HAPSUPER_") {
-			return ""
-		}
-		v, _ := envValue(c, name)
-		return v
-	}
 }
