@@ -147,13 +147,13 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 			err = r.markReady(ctx, repl)
 		}
 		if err != nil {
-			tr.stop()
+			tr.Stop()
 			return cellResult{}, err
 		}
 		next2 = append(next2, repl)
 		time.Sleep(time.Duration(rand.IntN(31)) * time.Millisecond)
 		if err := r.env.H.DeletePod(ctx, old.Pod, r.opts.grace); err != nil {
-			tr.stop()
+			tr.Stop()
 			return cellResult{}, err
 		}
 		old.deletedAt = time.Now()
@@ -202,9 +202,9 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		errs = append(errs, err)
 	}
 	time.Sleep(tailTime)
-	tr.stop()
+	tr.Stop()
 	res.end = time.Now()
-	res.outcomes = tr.rec.Outcomes()
+	res.outcomes = tr.Outcomes()
 	for i, old := range r.cur {
 		rec := &records[i]
 		rec.name, rec.node, rec.strat = old.Name, old.Node.Name, old.strat

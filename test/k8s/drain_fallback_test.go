@@ -25,7 +25,7 @@ func TestDrain_LastReadyPod(t *testing.T) {
 
 	checkNoFailures(t, tr, r.ended)
 	checkBound(t, r)
-	served := tr.where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
+	served := tr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {
 		t.Errorf("web-a answered nothing in the second half of its drain: the fallback was not exercised")
 	}
@@ -50,7 +50,7 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		checkNoFailures(t, tr, time.Time{})
 		checkReason(t, r, "routed-away")
 		checkNoDNATAfterWithdrawn(t, tr, r)
-		if n := tr.where(func(o harness.Outcome) bool { return o.Node == "node2" && o.Pod != "web-b" }); len(n) > 0 {
+		if n := tr.Where(func(o harness.Outcome) bool { return o.Node == "node2" && o.Pod != "web-b" }); len(n) > 0 {
 			t.Errorf("node2 reached pods other than its own (internalTrafficPolicy Local):%s", describe(n, 5))
 		}
 	})
@@ -72,7 +72,7 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		if !strings.Contains(r.detail, "node") {
 			t.Logf("detail does not name the node: %q", r.detail)
 		}
-		served := tr.where(func(o harness.Outcome) bool {
+		served := tr.Where(func(o harness.Outcome) bool {
 			return o.Node == "node1" && o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2))
 		})
 		if len(served) == 0 {

@@ -1,8 +1,6 @@
 package k8s_test
 
 import (
-	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,40 +15,15 @@ import (
 // every interval; and one pool that sends a request every idle (longer than
 // the quiet period) and keeps its connection idle in between.
 func startPooled(t *testing.T, url string, nodes []*k8stest.Node, interval, idle time.Duration) *traffic {
-	ctx, cancel := context.WithCancel(context.Background())
-	tr := &traffic{cancel: cancel}
-	every := func(node string, c *http.Client, period time.Duration) {
-		tr.loops.Go(func() {
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			defer c.CloseIdleConnections()
-			for {
-				tr.rec.Add(harness.Request(c, node, url))
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		})
-	}
+	tr := &traffic{harness.NewTraffic(nil)}
 	for _, n := range nodes {
-		keepAlive := func() *http.Client {
-			return &http.Client{Timeout: requestTimeout, Transport: &http.Transport{
-				DialContext: n.DialContext, Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute,
-			}}
-		}
 		for range 2 {
-			every(n.Name, keepAlive(), interval)
-			var h2c http.Protocols
-			h2c.SetUnencryptedHTTP2(true)
-			every(n.Name, &http.Client{Timeout: requestTimeout, Transport: &http.Transport{
-				DialContext: n.DialContext, Proxy: nil, Protocols: &h2c,
-			}}, interval)
+			tr.Every(n.Name, harness.KeepAliveClient(n.DialContext, requestTimeout), url, interval, false)
+			tr.Every(n.Name, harness.H2CClient(n.DialContext, requestTimeout), url, interval, false)
 		}
-		every(n.Name, keepAlive(), idle)
+		tr.Every(n.Name, harness.KeepAliveClient(n.DialContext, requestTimeout), url, idle, false)
 	}
-	t.Cleanup(tr.stop)
+	t.Cleanup(tr.Stop)
 	return tr
 }
 
@@ -76,7 +49,7 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 
 	tr := startPooled(t, url, e.H.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
-	onA := tr.where(func(o harness.Outcome) bool { return o.Pod == "web-a" })
+	onA := tr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" })
 	if len(onA) == 0 {
 		t.Fatalf("no client connection landed on web-a before the delete: %s", tr.summary())
 	}
@@ -96,7 +69,7 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 		t.Errorf("HAProxy exited %v after the soft stop: idle connections held it past the idle bound %v", d, idleBound)
 	}
 	for _, n := range e.H.Nodes() {
-		later := tr.where(func(o harness.Outcome) bool {
+		later := tr.Where(func(o harness.Outcome) bool {
 			return o.Node == n.Name && o.Kind == harness.KindOK && o.Pod == "web-b" && o.Sent.After(r.soft)
 		})
 		if len(later) == 0 {
@@ -143,7 +116,7 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 	a.terminate(t)
 	a.waitExit(t, drainGrace+2*time.Second)
 	a.finish(t)
-	tr.stop()
+	tr.Stop()
 	r := a.record(t)
 	t.Logf("%v", r)
 	checkReason(t, r, "bound")

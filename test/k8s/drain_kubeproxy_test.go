@@ -64,7 +64,7 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 	r := a.afterStop(t, tr, true)
 
 	resumed := time.Unix(0, deleted.Load()).Add(pauseTo)
-	stale := tr.where(func(o harness.Outcome) bool {
+	stale := tr.Where(func(o harness.Outcome) bool {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(resumed) && o.Sent.Before(thawed)
 	})
 	t.Logf("thaw +%v; drain ended %v after the thaw; node2 sent %d requests to web-a between its resume and the thaw",
@@ -97,7 +97,7 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 `, api, api))
 	r := a.drainUnder(t, tr, true)
 
-	refused := tr.where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK && !o.Sent.Before(r.ended) })
+	refused := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK && !o.Sent.Before(r.ended) })
 	t.Logf("after the drain ended, %d requests failed (node2's stale rules still pick web-a)", len(refused))
 	checkNoFailures(t, tr, r.ended)
 	checkReason(t, r, "bound")

@@ -127,13 +127,13 @@ func measure(t *testing.T, rounds int, restart bool) {
 		cur = next
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 
 	var failed int
 	for i := range results {
 		m := &results[i]
 		m.checkExit(t)
-		hits := tr.where(func(o harness.Outcome) bool { return o.Pod == m.pod })
+		hits := tr.Where(func(o harness.Outcome) bool { return o.Pod == m.pod })
 		if len(hits) > 0 {
 			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)
 		}

@@ -249,7 +249,7 @@ func (p *hapPod) afterStop(t *testing.T, tr *traffic, finish bool) drainRecord {
 		p.finish(t)
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 	r := p.record(t)
 	t.Logf("%v", r)
 	t.Logf("clients: %s", tr.summary())

@@ -63,7 +63,7 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	a.terminate(t)
 	r := a.afterStop(t, httpTr, true)
-	adminTr.stop()
+	adminTr.Stop()
 	t.Logf("admin clients: %s", adminTr.summary())
 
 	checkNoFailures(t, httpTr, r.ended)
@@ -72,7 +72,7 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	if !strings.Contains(r.detail, "port admin/TCP") {
 		t.Errorf("drain detail %q: want the admin port named", r.detail)
 	}
-	served := adminTr.where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
+	served := adminTr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {
 		t.Errorf("web-a answered no admin request in the second half of its drain: kube-proxy's per-port fallback was not exercised")
 	}

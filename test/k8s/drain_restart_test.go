@@ -43,7 +43,7 @@ func TestDrain_KubeProxyRestart(t *testing.T) {
 	started := time.Now()
 	r := a.afterStop(t, tr, true)
 
-	stale := tr.where(func(o harness.Outcome) bool {
+	stale := tr.Where(func(o harness.Outcome) bool {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(a.deletedAt) && o.Sent.Before(started)
 	})
 	t.Logf("kube-proxy started +%v; withdrawn +%v; node2 sent %d requests to web-a while its kube-proxy was down",

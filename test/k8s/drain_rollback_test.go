@@ -67,7 +67,7 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 		p.finish(t)
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 	t.Logf("clients: %s", tr.summary())
 	checkNoFailures(t, tr, time.Time{})
 	for _, p := range drained {

@@ -66,7 +66,7 @@ func checkNoDNATAfterWithdrawn(t *testing.T, tr *traffic, r drainRecord) {
 		return
 	}
 	late := tr.answeredBy(r.pod, r.withdrawn)
-	last := tr.where(func(o harness.Outcome) bool { return o.Pod == r.pod })
+	last := tr.Where(func(o harness.Outcome) bool { return o.Pod == r.pod })
 	if len(last) > 0 {
 		t.Logf("%s: last request it answered was sent %v before its withdrawn log line",
 			r.pod, r.withdrawn.Sub(last[len(last)-1].Sent).Round(time.Millisecond))

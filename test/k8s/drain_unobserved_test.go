@@ -54,7 +54,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 	t.Logf("clients: %s", tr.summary())
 	checkNoFailures(t, tr, time.Time{})
 }
