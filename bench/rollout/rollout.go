@@ -108,7 +108,7 @@ func (r *runner) markReady(ctx context.Context, p *benchPod) error {
 	if err := r.env.H.SetPodReady(ctx, p.Pod, true); err != nil {
 		return err
 	}
-	p.readyAt, p.readyTicks = time.Now(), cpuTicks(p.Pid())
+	p.readyAt, p.readyTicks = time.Now(), harness.CPUTicks(p.Pid())
 	return nil
 }
 

@@ -219,13 +219,13 @@ func measureUnder(bin, cfg, dir, url string, d time.Duration, conns int) (float6
 	if err := waitHTTP(url, 5*time.Second); err != nil {
 		return 0, usage{}, err
 	}
-	t0, c0 := time.Now(), cpuTicks(cmd.Process.Pid)
+	t0, c0 := time.Now(), harness.CPUTicks(cmd.Process.Pid)
 	rps, err := wrk(url, d, conns)
 	if err != nil {
 		return 0, usage{}, err
 	}
-	elapsed, ticks := time.Since(t0).Seconds(), cpuTicks(cmd.Process.Pid)-c0
-	u := usage{rssKB: rssKB(cmd.Process.Pid), cpuPercent: 100 * float64(ticks) / 100 / elapsed} // USER_HZ = 100
+	elapsed, ticks := time.Since(t0).Seconds(), harness.CPUTicks(cmd.Process.Pid)-c0
+	u := usage{rssKB: harness.StatusKB(cmd.Process.Pid, "VmRSS"), cpuPercent: 100 * float64(ticks) / 100 / elapsed} // USER_HZ = 100
 	return rps, u, nil
 }
 
@@ -265,31 +265,6 @@ func waitBounded(cmd *exec.Cmd, bound time.Duration) {
 		cmd.Process.Kill()
 		<-done
 	}
-}
-
-func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64) // utime is field 14, 12th after ")"
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
-}
-
-func rssKB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 func freePort() (int, error) {
