@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -10,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 )
 
@@ -159,18 +159,7 @@ func (p *benchPod) stop(grace time.Duration) {
 	}
 	// The last lines may still be in the pipe when the process is gone.
 	p.WaitRead(2 * time.Second)
-	if l, ok := p.Find("soft stop", nil); ok {
-		p.softAt = l.At
-	}
-	if l, ok := p.Find("drain ended", nil); ok {
-		p.endedAt, p.reason = l.At, l.Str("reason")
-	}
-	if l, ok := p.Find("haproxy exited", nil); ok {
-		p.masterAt = l.At
-	}
-	if l, ok := p.Find("routing", func(l harness.Entry) bool {
-		return l.Str("state") == "withdrawn" && !l.At.Before(p.signalAt)
-	}); ok {
-		p.withdrawn = l.At
-	}
+	d := p.ReadDrain(p.signalAt)
+	p.endedAt, p.reason, p.withdrawn = cmp.Or(d.Ended, p.endedAt), d.Reason, d.Withdrawn
+	p.softAt, p.masterAt = cmp.Or(d.Soft, p.softAt), cmp.Or(d.HAProxyExit, p.masterAt)
 }

@@ -29,12 +29,12 @@ func TestDrain_APIServerKilled(t *testing.T) {
 		a.sigterm(t)
 		r := a.afterStop(t, tr, false)
 
-		checkNoFailures(t, tr, r.ended)
-		if r.reason != "bound" && r.reason != "unverified" {
-			t.Errorf("drain ended %q (%s): want bound or unverified", r.reason, r.detail)
+		checkNoFailures(t, tr, r.Ended)
+		if r.Reason != "bound" && r.Reason != "unverified" {
+			t.Errorf("drain ended %q (%s): want bound or unverified", r.Reason, r.Detail)
 		}
-		if !r.withdrawn.IsZero() {
-			t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver gone", r.withdrawn.Sub(r.deleted))
+		if !r.Withdrawn.IsZero() {
+			t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver gone", r.Withdrawn.Sub(r.deleted))
 		}
 	})
 	// Killed once hapsuper's watch saw the slice withdraw web-a, before the
@@ -59,11 +59,11 @@ func TestDrain_APIServerKilled(t *testing.T) {
 
 		checkNoFailures(t, tr, time.Time{})
 		checkReason(t, r, "unverified")
-		if !strings.Contains(r.detail, "list nodes") {
-			t.Errorf("drain detail %q: want it to say the nodes could not be listed", r.detail)
+		if !strings.Contains(r.Detail, "list nodes") {
+			t.Errorf("drain detail %q: want it to say the nodes could not be listed", r.Detail)
 		}
-		if !r.withdrawn.IsZero() {
-			t.Errorf("hapsuper logged routing withdrawn at +%v without any kube-proxy confirmation", r.withdrawn.Sub(r.deleted))
+		if !r.Withdrawn.IsZero() {
+			t.Errorf("hapsuper logged routing withdrawn at +%v without any kube-proxy confirmation", r.Withdrawn.Sub(r.deleted))
 		}
 	})
 }

@@ -23,7 +23,7 @@ func TestDrain_LastReadyPod(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	r := a.drainUnder(t, tr, true)
 
-	checkNoFailures(t, tr, r.ended)
+	checkNoFailures(t, tr, r.Ended)
 	checkBound(t, r)
 	served := tr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {
@@ -67,10 +67,10 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		r := a.drainUnder(t, tr, true)
 
-		checkNoFailures(t, tr, r.ended)
+		checkNoFailures(t, tr, r.Ended)
 		checkBound(t, r)
-		if !strings.Contains(r.detail, "node") {
-			t.Logf("detail does not name the node: %q", r.detail)
+		if !strings.Contains(r.Detail, "node") {
+			t.Logf("detail does not name the node: %q", r.Detail)
 		}
 		served := tr.Where(func(o harness.Outcome) bool {
 			return o.Node == "node1" && o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2))
@@ -86,13 +86,13 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 func checkBound(t *testing.T, r drainRecord) {
 	t.Helper()
 	checkReason(t, r, "bound")
-	if !r.withdrawn.IsZero() {
-		t.Errorf("%s: hapsuper logged routing withdrawn at +%v although kube-proxy still routes to it", r.pod, r.withdrawn.Sub(r.deleted))
+	if !r.Withdrawn.IsZero() {
+		t.Errorf("%s: hapsuper logged routing withdrawn at +%v although kube-proxy still routes to it", r.pod, r.Withdrawn.Sub(r.deleted))
 	}
-	if !strings.Contains(r.detail, "routed here in the API") {
-		t.Errorf("%s: drain detail %q: want routing pending in the API", r.pod, r.detail)
+	if !strings.Contains(r.Detail, "routed here in the API") {
+		t.Errorf("%s: drain detail %q: want routing pending in the API", r.pod, r.Detail)
 	}
-	if d := r.ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
+	if d := r.Ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
 		t.Errorf("%s: drain ended %v after SIGTERM: want the bound, %v", r.pod, d, drainBound)
 	}
 }

@@ -56,21 +56,21 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 	r := a.drainUnder(t, tr, true)
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	if r.withdrawn.IsZero() {
+	if r.Withdrawn.IsZero() {
 		t.Fatal("hapsuper never logged routing state=withdrawn")
 	}
-	soft := r.soft.Sub(r.withdrawn)
+	soft := r.Soft.Sub(r.Withdrawn)
 	t.Logf("withdrawn → soft stop %v (quiet period %v); soft stop → HAProxy exit %v (idle bound %v); %d requests answered by web-a before the delete",
-		soft.Round(time.Millisecond), drainQuiet, r.haproxyExit.Sub(r.soft).Round(time.Millisecond), idleBound, len(onA))
+		soft.Round(time.Millisecond), drainQuiet, r.HAProxyExit.Sub(r.Soft).Round(time.Millisecond), idleBound, len(onA))
 	if soft > drainQuiet+500*time.Millisecond {
 		t.Errorf("soft stop %v after routing was withdrawn: want within the quiet period %v (+0.5 s)", soft, drainQuiet)
 	}
-	if d := r.haproxyExit.Sub(r.soft); d > idleBound+time.Second {
+	if d := r.HAProxyExit.Sub(r.Soft); d > idleBound+time.Second {
 		t.Errorf("HAProxy exited %v after the soft stop: idle connections held it past the idle bound %v", d, idleBound)
 	}
 	for _, n := range e.H.Nodes() {
 		later := tr.Where(func(o harness.Outcome) bool {
-			return o.Node == n.Name && o.Kind == harness.KindOK && o.Pod == "web-b" && o.Sent.After(r.soft)
+			return o.Node == n.Name && o.Kind == harness.KindOK && o.Pod == "web-b" && o.Sent.After(r.Soft)
 		})
 		if len(later) == 0 {
 			t.Errorf("node %s: no request after the soft stop answered by web-b", n.Name)
@@ -120,10 +120,10 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 	r := a.record(t)
 	t.Logf("%v", r)
 	checkReason(t, r, "bound")
-	if !strings.Contains(r.detail, "request on web (no option idle-close-on-response") {
-		t.Errorf("drain detail %q does not name frontend web and the option it lacks", r.detail)
+	if !strings.Contains(r.Detail, "request on web (no option idle-close-on-response") {
+		t.Errorf("drain detail %q does not name frontend web and the option it lacks", r.Detail)
 	}
-	if r.withdrawn.IsZero() || !r.withdrawn.Before(r.soft) {
-		t.Errorf("routing withdrawn at %v, soft stop at %v: want withdrawn first (the bound, not routing, held the drain)", r.withdrawn, r.soft)
+	if r.Withdrawn.IsZero() || !r.Withdrawn.Before(r.Soft) {
+		t.Errorf("routing withdrawn at %v, soft stop at %v: want withdrawn first (the bound, not routing, held the drain)", r.Withdrawn, r.Soft)
 	}
 }

@@ -68,11 +68,11 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(resumed) && o.Sent.Before(thawed)
 	})
 	t.Logf("thaw +%v; drain ended %v after the thaw; node2 sent %d requests to web-a between its resume and the thaw",
-		thawed.Sub(a.deletedAt).Round(time.Millisecond), r.ended.Sub(thawed).Round(time.Millisecond), len(stale))
+		thawed.Sub(a.deletedAt).Round(time.Millisecond), r.Ended.Sub(thawed).Round(time.Millisecond), len(stale))
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	if !r.ended.After(thawed) {
-		t.Errorf("drain ended %v before node2's kube-proxy was thawed", thawed.Sub(r.ended))
+	if !r.Ended.After(thawed) {
+		t.Errorf("drain ended %v before node2's kube-proxy was thawed", thawed.Sub(r.Ended))
 	}
 	if len(stale) == 0 {
 		t.Errorf("node2's stale rules sent nothing to web-a after the pause: the scenario did not test the pause")
@@ -97,17 +97,17 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 `, api, api))
 	r := a.drainUnder(t, tr, true)
 
-	refused := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK && !o.Sent.Before(r.ended) })
+	refused := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK && !o.Sent.Before(r.Ended) })
 	t.Logf("after the drain ended, %d requests failed (node2's stale rules still pick web-a)", len(refused))
-	checkNoFailures(t, tr, r.ended)
+	checkNoFailures(t, tr, r.Ended)
 	checkReason(t, r, "bound")
-	if !strings.Contains(r.detail, "node2") || strings.Contains(r.detail, "node1:") {
-		t.Errorf("drain detail %q: want node2 named as pending, and node1 not", r.detail)
+	if !strings.Contains(r.Detail, "node2") || strings.Contains(r.Detail, "node1:") {
+		t.Errorf("drain detail %q: want node2 named as pending, and node1 not", r.Detail)
 	}
-	if !r.withdrawn.IsZero() {
-		t.Errorf("hapsuper logged routing withdrawn at +%v although node2's kube-proxy never synced", r.withdrawn.Sub(r.deleted))
+	if !r.Withdrawn.IsZero() {
+		t.Errorf("hapsuper logged routing withdrawn at +%v although node2's kube-proxy never synced", r.Withdrawn.Sub(r.deleted))
 	}
-	if d := r.ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
+	if d := r.Ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
 		t.Errorf("drain ended %v after SIGTERM: want the bound, %v", d, drainBound)
 	}
 }
@@ -128,10 +128,10 @@ func TestDrain_HealthzUnreachable(t *testing.T) {
 
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "unverified")
-	if !strings.Contains(r.detail, "node2") || strings.Contains(r.detail, "node1:") {
-		t.Errorf("drain detail %q: want node2 named as not observed, and node1 not", r.detail)
+	if !strings.Contains(r.Detail, "node2") || strings.Contains(r.Detail, "node1:") {
+		t.Errorf("drain detail %q: want node2 named as not observed, and node1 not", r.Detail)
 	}
-	if late := tr.answeredBy("web-a", r.ended); len(late) > 0 {
+	if late := tr.answeredBy("web-a", r.Ended); len(late) > 0 {
 		t.Errorf("%d requests sent after the drain ended reached web-a:%s", len(late), describe(late, 5))
 	}
 }

@@ -137,15 +137,15 @@ func measure(t *testing.T, rounds int, restart bool) {
 		if len(hits) > 0 {
 			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)
 		}
-		if !m.withdrawn.IsZero() {
-			m.late = len(tr.answeredBy(m.pod, m.withdrawn))
+		if !m.Withdrawn.IsZero() {
+			m.late = len(tr.answeredBy(m.pod, m.Withdrawn))
 			if len(hits) > 0 {
-				m.lastHit = m.withdrawn.Sub(hits[len(hits)-1].Sent)
+				m.lastHit = m.Withdrawn.Sub(hits[len(hits)-1].Sent)
 			}
 		}
 		if m.late > 0 {
 			failed++
-			late := tr.answeredBy(m.pod, m.withdrawn)
+			late := tr.answeredBy(m.pod, m.Withdrawn)
 			t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), describe(late, 5))
 		}
 	}
@@ -153,7 +153,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 	checkNoFailures(t, tr, time.Time{})
 	var bound int
 	for _, m := range results {
-		if m.reason != "routed-away" {
+		if m.Reason != "routed-away" {
 			bound++
 		}
 	}
@@ -172,15 +172,15 @@ func measureTable(results []measured) string {
 	fmt.Fprintf(&b, "%-6s %-8s %-12s %10s %10s %9s %8s %5s %s\n", "pod", "kind", "reason", "withdrawn", "ended", "hitAfter", "lastHit", "late", "detail")
 	for _, m := range results {
 		w := "-"
-		if !m.withdrawn.IsZero() {
-			w = ms(m.withdrawn.Sub(m.deleted))
+		if !m.Withdrawn.IsZero() {
+			w = ms(m.Withdrawn.Sub(m.deleted))
 		}
-		detail := m.detail
+		detail := m.Detail
 		if len(detail) > 90 {
 			detail = detail[:90] + "…"
 		}
-		fmt.Fprintf(&b, "%-6s %-8s %-12s %10s %10s %9s %8s %5d %s\n", m.pod, kindName(m.rolling), m.reason, w,
-			ms(m.ended.Sub(m.deleted)), ms(m.hitAfter), ms(m.lastHit), m.late, detail)
+		fmt.Fprintf(&b, "%-6s %-8s %-12s %10s %10s %9s %8s %5d %s\n", m.pod, kindName(m.rolling), m.Reason, w,
+			ms(m.Ended.Sub(m.deleted)), ms(m.hitAfter), ms(m.lastHit), m.late, detail)
 	}
 	b.WriteString("\n(ms after the delete; hitAfter: last request the pod answered, sent at; lastHit: withdrawn line − that send time)\n")
 	for _, rolling := range []bool{false, true} {
@@ -194,11 +194,11 @@ func measureTable(results []measured) string {
 			if m.hitAfter > staleHit {
 				stale++
 			}
-			reasons[m.reason]++
-			if !m.withdrawn.IsZero() {
-				withdrawn = append(withdrawn, m.withdrawn.Sub(m.deleted))
+			reasons[m.Reason]++
+			if !m.Withdrawn.IsZero() {
+				withdrawn = append(withdrawn, m.Withdrawn.Sub(m.deleted))
 			}
-			ended = append(ended, m.ended.Sub(m.deleted))
+			ended = append(ended, m.Ended.Sub(m.deleted))
 			if m.late > 0 {
 				late++
 			}

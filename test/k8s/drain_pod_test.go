@@ -159,11 +159,7 @@ type drainRecord struct {
 	pod                 string
 	deleted, term, exit time.Time
 	code                int
-	withdrawn           time.Time // first routing state=withdrawn; zero if none
-	started, ended      time.Time // "drain started", "drain ended"
-	soft, haproxyExit   time.Time // "soft stop", "haproxy exited"
-	haproxyCode         float64   // "haproxy exited" code; -1 when not logged
-	reason, detail      string
+	harness.Drain           // withdrawn: the first routing state=withdrawn at any time
 	routingLines        int // "routing" lines after the stop
 }
 
@@ -176,26 +172,9 @@ func (p *hapPod) record(t *testing.T) drainRecord {
 	if r.deleted.IsZero() {
 		r.deleted = r.term
 	}
-	ended, ok := p.Find("drain ended", nil)
-	if !ok {
+	r.Drain = p.ReadDrain(time.Time{})
+	if r.Ended.IsZero() {
 		t.Fatalf("pod %s: no \"drain ended\" in hapsuper's log:\n%s", p.Name, p.Tail(40))
-	}
-	r.ended, r.reason, r.detail = ended.At, ended.Str("reason"), ended.Str("detail")
-	if soft, ok := p.Find("soft stop", nil); ok {
-		r.soft = soft.At
-	}
-	if st, ok := p.Find("drain started", nil); ok {
-		r.started = st.At
-	}
-	r.haproxyCode = -1
-	if ex, ok := p.Find("haproxy exited", nil); ok {
-		r.haproxyExit = ex.At
-		if c, ok := ex.Num("code"); ok {
-			r.haproxyCode = c
-		}
-	}
-	if w, ok := p.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
-		r.withdrawn = w.At
 	}
 	for _, l := range p.All("routing") {
 		if !l.At.Before(r.term) {
@@ -208,11 +187,11 @@ func (p *hapPod) record(t *testing.T) drainRecord {
 // String is the record's figures, relative to the delete.
 func (r drainRecord) String() string {
 	w := "never"
-	if !r.withdrawn.IsZero() {
-		w = r.withdrawn.Sub(r.deleted).Round(time.Millisecond).String()
+	if !r.Withdrawn.IsZero() {
+		w = r.Withdrawn.Sub(r.deleted).Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("%s: withdrawn +%s, drain ended +%v (%s: %s), exit +%v code %d, %d routing log lines",
-		r.pod, w, r.ended.Sub(r.deleted).Round(time.Millisecond), r.reason, r.detail,
+		r.pod, w, r.Ended.Sub(r.deleted).Round(time.Millisecond), r.Reason, r.Detail,
 		r.exit.Sub(r.deleted).Round(time.Millisecond), r.code, r.routingLines)
 }
 
@@ -225,9 +204,9 @@ func (r drainRecord) checkExit(t *testing.T) {
 	if d := r.exit.Sub(r.term); d >= drainGrace {
 		t.Errorf("%s: hapsuper exited %v after SIGTERM: not within the grace period %v", r.pod, d, drainGrace)
 	}
-	if r.started.IsZero() || r.soft.IsZero() || r.haproxyCode != 0 {
+	if r.Started.IsZero() || r.Soft.IsZero() || r.HAProxyCode != 0 {
 		t.Errorf("%s: log lines drain started %v, soft stop %v, haproxy exited code %v: want all, code 0",
-			r.pod, !r.started.IsZero(), !r.soft.IsZero(), r.haproxyCode)
+			r.pod, !r.Started.IsZero(), !r.Soft.IsZero(), r.HAProxyCode)
 	}
 }
 

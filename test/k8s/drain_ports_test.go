@@ -66,11 +66,11 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	adminTr.Stop()
 	t.Logf("admin clients: %s", adminTr.summary())
 
-	checkNoFailures(t, httpTr, r.ended)
-	checkNoFailures(t, adminTr, r.ended)
+	checkNoFailures(t, httpTr, r.Ended)
+	checkNoFailures(t, adminTr, r.Ended)
 	checkBound(t, r)
-	if !strings.Contains(r.detail, "port admin/TCP") {
-		t.Errorf("drain detail %q: want the admin port named", r.detail)
+	if !strings.Contains(r.Detail, "port admin/TCP") {
+		t.Errorf("drain detail %q: want the admin port named", r.Detail)
 	}
 	served := adminTr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {

@@ -47,17 +47,17 @@ func TestDrain_KubeProxyRestart(t *testing.T) {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(a.deletedAt) && o.Sent.Before(started)
 	})
 	t.Logf("kube-proxy started +%v; withdrawn +%v; node2 sent %d requests to web-a while its kube-proxy was down",
-		started.Sub(a.deletedAt).Round(time.Millisecond), r.withdrawn.Sub(a.deletedAt).Round(time.Millisecond), len(stale))
+		started.Sub(a.deletedAt).Round(time.Millisecond), r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond), len(stale))
 	if len(stale) == 0 {
 		t.Errorf("node2's stale rules sent nothing to web-a while kube-proxy was down: the scenario did not test the restart")
 	}
-	if !r.withdrawn.IsZero() && r.withdrawn.Before(started) {
-		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.withdrawn.Sub(a.deletedAt))
+	if !r.Withdrawn.IsZero() && r.Withdrawn.Before(started) {
+		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.Withdrawn.Sub(a.deletedAt))
 	}
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	if strings.Contains(r.detail, "node2: ") {
-		t.Errorf("drain detail %q names node2", r.detail)
+	if strings.Contains(r.Detail, "node2: ") {
+		t.Errorf("drain detail %q names node2", r.Detail)
 	}
 	checkNoDNATAfterWithdrawn(t, tr, r)
 }

@@ -52,8 +52,8 @@ func checkNoFailures(t *testing.T, tr *traffic, cutoff time.Time) {
 // checkReason asserts how the drain ended.
 func checkReason(t *testing.T, r drainRecord, want string) {
 	t.Helper()
-	if r.reason != want {
-		t.Errorf("%s: drain ended %q (%s), want %q", r.pod, r.reason, r.detail, want)
+	if r.Reason != want {
+		t.Errorf("%s: drain ended %q (%s), want %q", r.pod, r.Reason, r.Detail, want)
 	}
 }
 
@@ -61,18 +61,18 @@ func checkReason(t *testing.T, r drainRecord, want string) {
 // withdrawn, and that no request sent from then on reached the pod.
 func checkNoDNATAfterWithdrawn(t *testing.T, tr *traffic, r drainRecord) {
 	t.Helper()
-	if r.withdrawn.IsZero() {
+	if r.Withdrawn.IsZero() {
 		t.Errorf("%s: hapsuper never logged routing state=withdrawn", r.pod)
 		return
 	}
-	late := tr.answeredBy(r.pod, r.withdrawn)
+	late := tr.answeredBy(r.pod, r.Withdrawn)
 	last := tr.Where(func(o harness.Outcome) bool { return o.Pod == r.pod })
 	if len(last) > 0 {
 		t.Logf("%s: last request it answered was sent %v before its withdrawn log line",
-			r.pod, r.withdrawn.Sub(last[len(last)-1].Sent).Round(time.Millisecond))
+			r.pod, r.Withdrawn.Sub(last[len(last)-1].Sent).Round(time.Millisecond))
 	}
 	if len(late) > 0 {
 		t.Errorf("%s: %d requests sent after its routing withdrawn log line (%s) reached it:%s",
-			r.pod, len(late), r.withdrawn.Format("15:04:05.000"), describe(late, 10))
+			r.pod, len(late), r.Withdrawn.Format("15:04:05.000"), describe(late, 10))
 	}
 }

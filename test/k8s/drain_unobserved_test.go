@@ -46,8 +46,8 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 		t.Logf("%v", r)
 		r.checkExit(t)
 		checkReason(t, r, "unverified")
-		if !strings.Contains(r.detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.detail, "not observed: "+tc.path) {
-			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.detail, tc.path)
+		if !strings.Contains(r.Detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.Detail, "not observed: "+tc.path) {
+			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.Detail, tc.path)
 		}
 		if w, ok := tc.pod.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
 			t.Errorf("%s: routing logged withdrawn at %v although %q was not observed", r.pod, w.At, tc.path)
