@@ -64,7 +64,7 @@ func setup(bin string) (dir, hapsuper, cfg, url string, err error) {
 			return "", "", "", "", err
 		}
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", "", "", "", err
@@ -265,15 +265,6 @@ func waitBounded(cmd *exec.Cmd, bound time.Duration) {
 		cmd.Process.Kill()
 		<-done
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func median(v []float64) float64 {

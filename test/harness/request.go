@@ -112,3 +112,16 @@ func ClassifyStatus(status int) Kind {
 	}
 	return KindOK
 }
+
+// Describe lists at most n of list, one per line, for failure messages.
+func Describe[T fmt.Stringer](list []T, n int) string {
+	var b strings.Builder
+	for i, o := range list {
+		if i == n {
+			fmt.Fprintf(&b, "\n  … and %d more", len(list)-n)
+			break
+		}
+		b.WriteString("\n  " + o.String())
+	}
+	return b.String()
+}

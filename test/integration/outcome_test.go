@@ -118,13 +118,5 @@ func (r *recorder) summary() string {
 // describe lists at most n outcomes, for failure messages.
 func describe(os []outcome, n int) string {
 	sort.Slice(os, func(i, j int) bool { return os[i].start.Before(os[j].start) })
-	var b strings.Builder
-	for i, o := range os {
-		if i == n {
-			fmt.Fprintf(&b, "\n  ... %d more", len(os)-n)
-			break
-		}
-		b.WriteString("\n  " + o.String())
-	}
-	return b.String()
+	return harness.Describe(os, n)
 }

@@ -51,7 +51,7 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		checkReason(t, r, "routed-away")
 		checkNoDNATAfterWithdrawn(t, tr, r)
 		if n := tr.Where(func(o harness.Outcome) bool { return o.Node == "node2" && o.Pod != "web-b" }); len(n) > 0 {
-			t.Errorf("node2 reached pods other than its own (internalTrafficPolicy Local):%s", describe(n, 5))
+			t.Errorf("node2 reached pods other than its own (internalTrafficPolicy Local):%s", harness.Describe(n, 5))
 		}
 	})
 	// The only other ready pod is on node2: node1 keeps routing to

@@ -132,6 +132,6 @@ func TestDrain_HealthzUnreachable(t *testing.T) {
 		t.Errorf("drain detail %q: want node2 named as not observed, and node1 not", r.Detail)
 	}
 	if late := tr.answeredBy("web-a", r.Ended); len(late) > 0 {
-		t.Errorf("%d requests sent after the drain ended reached web-a:%s", len(late), describe(late, 5))
+		t.Errorf("%d requests sent after the drain ended reached web-a:%s", len(late), harness.Describe(late, 5))
 	}
 }

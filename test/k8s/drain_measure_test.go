@@ -146,7 +146,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 		if m.late > 0 {
 			failed++
 			late := tr.answeredBy(m.pod, m.Withdrawn)
-			t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), describe(late, 5))
+			t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), harness.Describe(late, 5))
 		}
 	}
 	t.Logf("clients: %s", tr.summary())

@@ -45,7 +45,7 @@ func TestDrain_RoutedAway(t *testing.T) {
 func checkNoFailures(t *testing.T, tr *traffic, cutoff time.Time) {
 	t.Helper()
 	if bad := tr.failedBefore(cutoff); len(bad) > 0 {
-		t.Errorf("%d failed requests:%s", len(bad), describe(bad, 10))
+		t.Errorf("%d failed requests:%s", len(bad), harness.Describe(bad, 10))
 	}
 }
 
@@ -73,6 +73,6 @@ func checkNoDNATAfterWithdrawn(t *testing.T, tr *traffic, r drainRecord) {
 	}
 	if len(late) > 0 {
 		t.Errorf("%s: %d requests sent after its routing withdrawn log line (%s) reached it:%s",
-			r.pod, len(late), r.Withdrawn.Format("15:04:05.000"), describe(late, 10))
+			r.pod, len(late), r.Withdrawn.Format("15:04:05.000"), harness.Describe(late, 10))
 	}
 }

@@ -70,16 +70,3 @@ func (tr *traffic) summary() string {
 	}
 	return strings.TrimSuffix(b.String(), "; ")
 }
-
-// describe lists at most n outcomes, one per line.
-func describe(os []harness.Outcome, n int) string {
-	var b strings.Builder
-	for i, o := range os {
-		if i == n {
-			fmt.Fprintf(&b, "\n  … and %d more", len(os)-n)
-			break
-		}
-		b.WriteString("\n  " + o.String())
-	}
-	return b.String()
-}
