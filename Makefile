@@ -21,7 +21,7 @@ FUZZPARALLEL ?= 1
 MODULES = . test bench
 
 test:
-	@set -e; for m in $(MODULES); do echo "== go test in module $$m"; (cd $$m && go test -race -count=1 -timeout 60m -v ./...); done
+	@rc=0; for m in $(MODULES); do echo "== go test in module $$m"; (cd $$m && go test -race -count=1 -timeout 60m -v ./...) || rc=1; done; exit $$rc
 	FUZZTIME=3s FUZZPARALLEL=$(FUZZPARALLEL) hack/fuzz.sh
 
 fuzz:
