@@ -104,6 +104,7 @@ func main() {
 		os.Exit(2)
 	}
 	err = harness.Run(os.Stderr, o.verbose, func(p *harness.Program) error { return runBench(p, o, os.Stdout) })
+	harness.RemoveBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)
@@ -219,7 +220,6 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	t.Cleanup(harness.RemoveBinary)
 	var x extras
 	x.smoke = o.smoke
 	if o.tpRounds > 0 {
