@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 )
 
@@ -79,7 +80,7 @@ func (r *runner) startPod(ctx context.Context, node int, name string, s strategy
 	p := &benchPod{strat: s}
 	if !s.underHapsuper() {
 		p.Container = kube.StartContainer(r.t, pod, "/usr/sbin/haproxy", "-W", "-db", "-f", cfg)
-		return p, p.waitListening(ctx)
+		return p, p.waitListening()
 	}
 	mode := "off"
 	if s.kind == stratHapsuper {
@@ -106,20 +107,11 @@ func serve(w http.ResponseWriter, req *http.Request, name string) {
 }
 
 // waitListening waits (bounded) until plain HAProxy accepts on 8080.
-func (p *benchPod) waitListening(ctx context.Context) error {
-	addr := net.JoinHostPort(p.IP.String(), "8080")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := p.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pod %s: HAProxy not listening on %s after 10s (%v); log:\n%s", p.Name, addr, err, p.Tail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
+func (p *benchPod) waitListening() error {
+	if err := harness.WaitListening(p.DialContext, net.JoinHostPort(p.IP.String(), "8080"), 10*time.Second); err != nil {
+		return fmt.Errorf("pod %s: HAProxy: %w; log:\n%s", p.Name, err, p.Tail(20))
 	}
+	return nil
 }
 
 // stop plays the kubelet from the delete on: the strategy's preStop and

@@ -16,7 +16,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,16 +243,7 @@ func wrk(url string, d time.Duration, conns int) (float64, error) {
 }
 
 func waitHTTP(url string, bound time.Duration) error {
-	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
-	end := time.Now().Add(bound)
-	for time.Now().Before(end) {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not listening after %s", addr, bound)
+	return harness.WaitListening(nil, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"), bound)
 }
 
 func waitBounded(cmd *exec.Cmd, bound time.Duration) {

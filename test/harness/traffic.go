@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -92,4 +93,26 @@ func H2CClient(dial Dialer, timeout time.Duration) *http.Client {
 	var h2c http.Protocols
 	h2c.SetUnencryptedHTTP2(true)
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: dial, Proxy: nil, Protocols: &h2c}}
+}
+
+// WaitListening dials addr with dial (nil: this host's network) until it
+// accepts a connection, at most timeout.
+func WaitListening(dial Dialer, addr string, timeout time.Duration) error {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	end := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		c, err := dial(ctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%s does not accept connections after %s: %w", addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -161,16 +161,7 @@ func (c haproxyConfig) write(t *testing.T, dir string) string {
 // waitListening dials addr until it accepts, at most timeout.
 func waitListening(t *testing.T, addr string, timeout time.Duration) {
 	t.Helper()
-	end := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s does not accept connections after %s: %v", addr, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := harness.WaitListening(nil, addr, timeout); err != nil {
+		t.Fatal(err)
 	}
 }
