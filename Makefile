@@ -1,9 +1,10 @@
-# The module's test entry points.
+# The test entry points.
 #
-#   make test         every test of the module under the race detector
-#                     (test/integration and test/k8s included: they need
-#                     root, HAProxy and the Kubernetes binaries), then every
-#                     fuzz target briefly (3s each)
+#   make test         every test of every module under the race detector:
+#                     the product (.), test/ (integration, k8s, image,
+#                     manifests, scripts: root, HAProxy and the Kubernetes
+#                     binaries) and bench/ (the rollout smoke run); then
+#                     every fuzz target briefly (3s each)
 #   make fuzz         every fuzz target for FUZZTIME (default 60s), one after
 #                     the other, then a table of time, execs and result per
 #                     target; the list is in hack/fuzz.sh
@@ -16,8 +17,11 @@ FUZZPARALLEL ?= 1
 
 .PHONY: test fuzz fuzz-short
 
+# The modules whose tests make test runs (tools/k8s has none).
+MODULES = . test bench
+
 test:
-	go test -race -count=1 -timeout 60m -v ./...
+	@rc=0; for m in $(MODULES); do echo "== go test in module $$m"; (cd $$m && go test -race -count=1 -timeout 60m -v ./...) || rc=1; done; exit $$rc
 	FUZZTIME=3s FUZZPARALLEL=$(FUZZPARALLEL) hack/fuzz.sh
 
 fuzz:
@@ -35,12 +39,12 @@ fuzz-short:
 .PHONY: bench bench-smoke soak
 
 bench:
-	go run ./bench/rollout
+	cd bench && go run ./rollout
 
 bench-smoke:
-	go run ./bench/rollout --smoke
+	cd bench && go run ./rollout --smoke
 
 # soak: 100 consecutive hapsuper drains per client pattern, live
 # kube-proxy; writes bench/rollout/SOAK.md. ~45 minutes.
 soak:
-	go run ./bench/rollout -soak 100
+	cd bench && go run ./rollout -soak 100

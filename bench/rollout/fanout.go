@@ -19,6 +19,7 @@ import (
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
+	"github.com/hapsuper/hapsuper/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,7 +223,7 @@ func fanoutChild() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	syncedKB := procStatusKB(os.Getpid(), "VmRSS")
+	syncedKB := harness.StatusKB(os.Getpid(), "VmRSS")
 	fmt.Println("synced")
 	var at int64
 	if _, err := fmt.Fscan(os.Stdin, &at); err != nil {
@@ -244,7 +245,7 @@ func fanoutChild() error {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	rep.RSSKB = procStatusKB(os.Getpid(), "VmRSS")
+	rep.RSSKB = harness.StatusKB(os.Getpid(), "VmRSS")
 	cancel()
 	<-done
 	return json.NewEncoder(os.Stdout).Encode(rep)

@@ -2,13 +2,13 @@
 // HAProxy Service through real kube-proxy, hapsuper against the stop
 // strategies in use today, side by side, plus what hapsuper costs.
 //
-//	go run ./bench/rollout            # the full run, ~15 minutes (make bench)
-//	go run ./bench/rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
-//	go run ./bench/rollout -soak 100  # 100 consecutive hapsuper drains per client pattern, ~45 minutes (make soak)
+//	cd bench && go run ./rollout            # the full run, ~15 minutes (make bench)
+//	cd bench && go run ./rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
+//	cd bench && go run ./rollout -soak 100  # 100 consecutive hapsuper drains per client pattern, ~45 minutes (make soak)
 //
 // It runs, in one process and in this order:
 //
-//  1. HAProxy req/s bare and under hapsuper (go run ./bench/throughput, A/B
+//  1. HAProxy req/s bare and under hapsuper (cd bench && go run ./throughput, A/B
 //     interleaved; needs wrk).
 //  2. The kube-proxy confirmation fan-out: routing.Observer, in a child
 //     process of its own, against N simulated kube-proxy healthz endpoints
@@ -44,7 +44,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,8 +51,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // options shape one run.
@@ -103,8 +103,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(2)
 	}
-	tb := &benchTB{verbose: o.verbose}
-	err = runBench(tb, o, os.Stdout)
+	err = harness.Run(os.Stderr, o.verbose, func(p *harness.Program) error { return runBench(p, o, os.Stdout) })
+	harness.RemoveBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)
@@ -180,7 +180,7 @@ func joinPatterns(ps []pattern) string {
 
 // runner carries one run's state.
 type runner struct {
-	t     testing.TB
+	t     harness.TB
 	opts  options
 	out   io.Writer
 	env   *env
@@ -191,29 +191,11 @@ type runner struct {
 
 func (r *runner) printf(format string, args ...any) { fmt.Fprintf(r.out, format, args...) }
 
-// runBench runs everything with t as the harness's test (a *testing.T in
-// smoke_test.go, a benchTB from main). A benchTB's Fatalf and Skipf become
-// the returned error; its cleanups run before it returns.
-func runBench(t testing.TB, o options, out io.Writer) (err error) {
-	if btb, ok := t.(*benchTB); ok {
-		defer func() {
-			if v := recover(); v != nil {
-				a, ok := v.(abort)
-				if !ok {
-					btb.cleanup()
-					panic(v)
-				}
-				if a.skipped {
-					err = fmt.Errorf("cannot run: %s", a.msg)
-				} else {
-					err = errors.New(a.msg)
-				}
-			}
-			btb.cleanup()
-		}()
-	}
+// runBench runs everything with t as the harness's test: a *testing.T in
+// smoke_test.go, a harness.Program from main.
+func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	began := time.Now()
-	root, err := moduleRoot()
+	root, err := harness.Root()
 	if err != nil {
 		return err
 	}
@@ -232,16 +214,9 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 	if o.picture == "" {
 		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
 	}
-	// Named like the harness's directories, so a later run removes it if
-	// this one crashes.
-	dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-bench-", os.Getpid()))
-	if err != nil {
-		return fmt.Errorf("create work directory: %w", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := &runner{t: t, opts: o, out: out}
 	r.printf("building hapsuper\n")
-	bin, err := buildHapsuper(root, dir)
+	bin, err := harness.Binary()
 	if err != nil {
 		return err
 	}
@@ -267,7 +242,7 @@ func runBench(t testing.TB, o options, out io.Writer) (err error) {
 
 	ctx := context.Background()
 	r.printf("cluster: starting etcd, kube-apiserver, kube-controller-manager, 2 nodes with nftables kube-proxy\n")
-	if r.env, err = newEnv(ctx, r, 2, root, bin, dir); err != nil {
+	if r.env, err = newEnv(ctx, t, 2); err != nil {
 		return err
 	}
 	if o.soak > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -10,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 )
 
 // haproxyCfg is every pod's HAProxy: HTTP/1.1 on 8080, h2c (prior
@@ -46,14 +47,9 @@ const backendPort = 9000
 // container (plain HAProxy, or HAProxy under hapsuper) and the Go backend,
 // with the times of its stop as the bench played and observed them.
 type benchPod struct {
-	*k8stest.Pod
+	*kube.Container
 	strat strategy
-	log   k8sdrain.Log
-
-	cmd    *execCmd
-	done   chan struct{}
-	code   int
-	exitAt time.Time
+	code  int // the container's exit code, once stopped
 
 	readyAt    time.Time // SetPodReady returned
 	readyTicks int64     // the process's CPU ticks then
@@ -74,70 +70,31 @@ type benchPod struct {
 // hapsuper with routing, its watch synced too). The pod is not Ready yet.
 func (r *runner) startPod(ctx context.Context, node int, name string, s strategy, labels map[string]string) (*benchPod, error) {
 	e := r.env
-	pod := e.h.AddPod(r.t, node, name, labels)
-	p := &benchPod{Pod: pod, strat: s, done: make(chan struct{})}
-	pod.ServeHTTP(r.t, backendPort, http.HandlerFunc(p.serve))
-	dir := filepath.Join(e.dir, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create directory of pod %s: %w", name, err)
-	}
+	pod := e.H.AddPod(r.t, node, name, labels)
+	pod.ServeHTTP(r.t, backendPort, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { serve(w, req, name) }))
+	dir := e.PodDir(r.t, name)
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, []byte(haproxyCfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write HAProxy config of pod %s: %w", name, err)
 	}
-	var argv []string
-	if s.underHapsuper() {
-		mode := "off"
-		if s.kind == stratHapsuper {
-			mode = "kube-proxy"
-		}
-		if s.routing != "" {
-			mode = s.routing
-		}
-		argv = []string{e.bin,
-			"--routing", mode, "--kubeconfig", e.kubeconfig,
-			"--grace-period", r.opts.grace.String(), "--quiet-period", quietPeriod.String(),
-			"--log-format", "json",
-			"--master-socket", filepath.Join(dir, "master.sock"),
-			"--status-socket", filepath.Join(dir, "status.sock"),
-			"--override-file", filepath.Join(dir, "override.cfg")}
-		argv = append(append(argv, s.args...), "--", "/usr/sbin/haproxy", "-f", cfg)
-	} else {
-		argv = []string{"/usr/sbin/haproxy", "-W", "-db", "-f", cfg}
+	p := &benchPod{strat: s}
+	if !s.underHapsuper() {
+		p.Container = kube.StartContainer(r.t, pod, "/usr/sbin/haproxy", "-W", "-db", "-f", cfg)
+		return p, p.waitListening()
 	}
-	envv := []string{
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"POD_NAME=" + name, "POD_NAMESPACE=" + pod.Namespace,
-		"POD_IPS=" + pod.IP.String(), "NODE_NAME=" + pod.Node.Name,
+	mode := "off"
+	if s.kind == stratHapsuper {
+		mode = "kube-proxy"
 	}
-	cmd, err := startIn(pod, argv, envv, &p.log)
-	if err != nil {
-		return nil, err
+	if s.routing != "" {
+		mode = s.routing
 	}
-	p.cmd = cmd
-	go func() {
-		p.code = cmd.wait()
-		p.exitAt = time.Now()
-		close(p.done)
-	}()
-	r.t.Cleanup(func() { p.kill() })
-	if s.underHapsuper() {
-		msgs := []string{"haproxy ready"}
-		if s.kind == stratHapsuper || s.routing != "" {
-			msgs = append(msgs, "routing watch synced")
-		}
-		for _, msg := range msgs {
-			if _, ok := p.log.Wait(msg, nil, 15*time.Second, p.done); !ok {
-				return nil, fmt.Errorf("pod %s: no %q from hapsuper within 15s; log:\n%s", name, msg, p.log.Tail(20))
-			}
-		}
-		return p, nil
-	}
-	return p, p.waitListening(ctx)
+	p.Container = e.StartHapsuper(r.t, pod, dir, kube.Hapsuper{Routing: mode, Grace: r.opts.grace, QuietPeriod: quietPeriod, Flags: s.args, Config: cfg})
+	return p, nil
 }
 
 // serve is the pod's application: its name, after d for /slow?d=<d>.
-func (p *benchPod) serve(w http.ResponseWriter, req *http.Request) {
+func serve(w http.ResponseWriter, req *http.Request, name string) {
 	if req.URL.Path == "/slow" {
 		d, _ := time.ParseDuration(req.URL.Query().Get("d"))
 		select {
@@ -146,24 +103,15 @@ func (p *benchPod) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	_, _ = w.Write([]byte(p.Name))
+	_, _ = w.Write([]byte(name))
 }
 
 // waitListening waits (bounded) until plain HAProxy accepts on 8080.
-func (p *benchPod) waitListening(ctx context.Context) error {
-	addr := net.JoinHostPort(p.IP.String(), "8080")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := p.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pod %s: HAProxy not listening on %s after 10s (%v); log:\n%s", p.Name, addr, err, p.log.Tail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
+func (p *benchPod) waitListening() error {
+	if err := harness.WaitListening(p.DialContext, net.JoinHostPort(p.IP.String(), "8080"), 10*time.Second); err != nil {
+		return fmt.Errorf("pod %s: HAProxy: %w; log:\n%s", p.Name, err, p.Tail(20))
 	}
+	return nil
 }
 
 // stop plays the kubelet from the delete on: the strategy's preStop and
@@ -171,7 +119,7 @@ func (p *benchPod) waitListening(ctx context.Context) error {
 // has exited. It runs in its own goroutine per pod.
 func (p *benchPod) stop(grace time.Duration) {
 	if p.strat.kind == stratHapsuper || p.strat.kind == stratQuiet {
-		p.usage = measureUsage(p.cmd.pid(), p.readyAt, p.readyTicks)
+		p.usage = measureUsage(p.Pid(), p.readyAt, p.readyTicks)
 	}
 	deadline := time.NewTimer(time.Until(p.deletedAt.Add(grace)))
 	defer deadline.Stop()
@@ -179,54 +127,31 @@ func (p *benchPod) stop(grace time.Duration) {
 	case stratImmediate, stratSleep:
 		select {
 		case <-time.After(p.strat.sleep): // preStop sleep (0 for immediate)
-		case <-p.done:
+		case <-p.Done():
 		}
 		p.signalAt = time.Now()
 		p.softAt = p.signalAt
 		p.endedAt = p.signalAt
-		_ = p.cmd.signal(syscall.SIGUSR1)
+		_ = p.Signal(syscall.SIGUSR1)
 	default:
 		p.signalAt = time.Now()
-		_ = p.cmd.signal(syscall.SIGTERM)
+		_ = p.Signal(syscall.SIGTERM)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-deadline.C:
 		p.killed = true
-		p.kill()
+		p.Kill()
 	}
-	p.masterAt = p.exitAt
+	var exitAt time.Time
+	p.code, exitAt = p.Exit()
+	p.masterAt = exitAt
 	if !p.strat.underHapsuper() {
 		return
 	}
 	// The last lines may still be in the pipe when the process is gone.
-	p.log.WaitRead(2 * time.Second)
-	if l, ok := p.log.Find("soft stop", nil); ok {
-		p.softAt = l.At
-	}
-	if l, ok := p.log.Find("drain ended", nil); ok {
-		p.endedAt, p.reason = l.At, l.Str("reason")
-	}
-	if l, ok := p.log.Find("haproxy exited", nil); ok {
-		p.masterAt = l.At
-	}
-	if l, ok := p.log.Find("routing", func(l k8sdrain.Entry) bool {
-		return l.Str("state") == "withdrawn" && !l.At.Before(p.signalAt)
-	}); ok {
-		p.withdrawn = l.At
-	}
-}
-
-// kill ends the container at once and waits (bounded) for it.
-func (p *benchPod) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-	}
+	p.WaitRead(2 * time.Second)
+	d := p.ReadDrain(p.signalAt)
+	p.endedAt, p.reason, p.withdrawn = cmp.Or(d.Ended, p.endedAt), d.Reason, d.Withdrawn
+	p.softAt, p.masterAt = cmp.Or(d.Soft, p.softAt), cmp.Or(d.HAProxyExit, p.masterAt)
 }

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // podResult is one old pod's stop in a rollout.
@@ -39,14 +39,14 @@ func (p podResult) drain() time.Duration { return p.master.Sub(p.deleted) }
 type cellResult struct {
 	cell
 	start, end time.Time
-	outcomes   []k8sdrain.Outcome
+	outcomes   []harness.Outcome
 	pods       []podResult
 }
 
-func (c cellResult) failures() map[string]int {
-	m := map[string]int{}
+func (c cellResult) failures() map[harness.Kind]int {
+	m := map[harness.Kind]int{}
 	for _, o := range c.outcomes {
-		if o.Kind != k8sdrain.KindOK {
+		if o.Kind != harness.KindOK {
 			m[o.Kind]++
 		}
 	}
@@ -77,7 +77,7 @@ func (r *runner) ensurePods(ctx context.Context, s strategy) error {
 		return nil
 	}
 	var next []*benchPod
-	for i := range r.env.h.Nodes() {
+	for i := range r.env.H.Nodes() {
 		p, err := r.newReplica(ctx, i+1, s)
 		if err != nil {
 			return err
@@ -88,8 +88,8 @@ func (r *runner) ensurePods(ctx context.Context, s strategy) error {
 		next = append(next, p)
 	}
 	for _, old := range r.cur {
-		old.kill()
-		if err := r.env.h.FinishPod(ctx, old.Pod); err != nil {
+		old.Kill()
+		if err := r.env.H.FinishPod(ctx, old.Pod); err != nil {
 			return err
 		}
 	}
@@ -105,10 +105,10 @@ func (r *runner) newReplica(ctx context.Context, node int, s strategy) (*benchPo
 
 // markReady is the kubelet's Ready.
 func (r *runner) markReady(ctx context.Context, p *benchPod) error {
-	if err := r.env.h.SetPodReady(ctx, p.Pod, true); err != nil {
+	if err := r.env.H.SetPodReady(ctx, p.Pod, true); err != nil {
 		return err
 	}
-	p.readyAt, p.readyTicks = time.Now(), cpuTicks(p.cmd.pid())
+	p.readyAt, p.readyTicks = time.Now(), harness.CPUTicks(p.Pid())
 	return nil
 }
 
@@ -119,7 +119,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 	if err := r.ensurePods(ctx, c.strat); err != nil {
 		return cellResult{}, err
 	}
-	nodes := r.env.h.Nodes()
+	nodes := r.env.H.Nodes()
 	var ips []string
 	for _, p := range r.cur {
 		ips = append(ips, p.IP.String())
@@ -147,13 +147,13 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 			err = r.markReady(ctx, repl)
 		}
 		if err != nil {
-			tr.stop()
+			tr.Stop()
 			return cellResult{}, err
 		}
 		next2 = append(next2, repl)
 		time.Sleep(time.Duration(rand.IntN(31)) * time.Millisecond)
-		if err := r.env.h.DeletePod(ctx, old.Pod, r.opts.grace); err != nil {
-			tr.stop()
+		if err := r.env.H.DeletePod(ctx, old.Pod, r.opts.grace); err != nil {
+			tr.Stop()
 			return cellResult{}, err
 		}
 		old.deletedAt = time.Now()
@@ -181,7 +181,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		stops.Go(func() {
 			old.stop(r.opts.grace)
 			if r.opts.logDir != "" {
-				if err := writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.log.Tail(1<<20)+"\n"); err != nil {
+				if err := writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.Tail(1<<20)+"\n"); err != nil {
 					errMu.Lock()
 					errs = append(errs, err)
 					errMu.Unlock()
@@ -189,7 +189,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 			}
 			fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer fcancel()
-			if err := r.env.h.FinishPod(fctx, old.Pod); err != nil {
+			if err := r.env.H.FinishPod(fctx, old.Pod); err != nil {
 				errMu.Lock()
 				errs = append(errs, err)
 				errMu.Unlock()
@@ -202,9 +202,9 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		errs = append(errs, err)
 	}
 	time.Sleep(tailTime)
-	tr.stop()
+	tr.Stop()
 	res.end = time.Now()
-	res.outcomes = tr.rec.Outcomes()
+	res.outcomes = tr.Outcomes()
 	for i, old := range r.cur {
 		rec := &records[i]
 		rec.name, rec.node, rec.strat = old.Name, old.Node.Name, old.strat
@@ -231,7 +231,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 // lateHits counts the requests sent after withdrawn that pod answered, for
 // the patterns that open a connection per request (a kept-alive
 // connection may rightly reach the pod after the withdrawal); -1 otherwise.
-func lateHits(out []k8sdrain.Outcome, pat pattern, pod string, withdrawn time.Time) int {
+func lateHits(out []harness.Outcome, pat pattern, pod string, withdrawn time.Time) int {
 	if pat == patKeepAlive || pat == patH2 || pat == patIdlePool || withdrawn.IsZero() {
 		return -1
 	}

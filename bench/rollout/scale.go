@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -76,11 +77,11 @@ func (r *runner) runScale(ctx context.Context, n int) (*scaleResult, error) {
 		return nil, err
 	}
 	time.Sleep(scaleSettle)
-	res := &scaleResult{slices: n, rssBaseKB: procStatusKB(base.cmd.pid(), "VmRSS"), heapBase: goHeap(ctx, base)}
+	res := &scaleResult{slices: n, rssBaseKB: harness.StatusKB(base.Pid(), "VmRSS"), heapBase: goHeap(ctx, base)}
 	r.printf("  %d slices: hapsuper RSS %.1f MB (Go heap in use %.1f MB)\n", 0, float64(res.rssBaseKB)/1024, res.heapBase/(1<<20))
 
 	began := time.Now()
-	if err := createSlices(ctx, r.env.h.Config, n); err != nil {
+	if err := createSlices(ctx, r.env.H.Config, n); err != nil {
 		return nil, err
 	}
 	res.created = time.Since(began)
@@ -90,12 +91,12 @@ func (r *runner) runScale(ctx context.Context, n int) (*scaleResult, error) {
 		return nil, err
 	}
 	time.Sleep(scaleSettle)
-	res.rssWithKB, res.heapWith = procStatusKB(with.cmd.pid(), "VmRSS"), goHeap(ctx, with)
-	res.rssWatchKB = procStatusKB(base.cmd.pid(), "VmRSS")
+	res.rssWithKB, res.heapWith = harness.StatusKB(with.Pid(), "VmRSS"), goHeap(ctx, with)
+	res.rssWatchKB = harness.StatusKB(base.Pid(), "VmRSS")
 	r.printf("  %d slices: hapsuper RSS %.1f MB (Go heap in use %.1f MB) started after them; %.1f MB watching while they came\n",
 		n, float64(res.rssWithKB)/1024, res.heapWith/(1<<20), float64(res.rssWatchKB)/1024)
-	base.kill()
-	with.kill()
+	base.Kill()
+	with.Kill()
 	return res, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // TestMain lets the fan-out child run from the test binary: runFanout
@@ -17,7 +19,9 @@ func TestMain(m *testing.M) {
 	if childMode() {
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	harness.RemoveBinary()
+	os.Exit(code)
 }
 
 // TestSmoke runs the smoke mode (quiet + hapsuper, new connections, live

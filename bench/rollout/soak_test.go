@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 func TestSpread(t *testing.T) {
@@ -42,9 +42,9 @@ func TestSoakReport(t *testing.T) {
 		return podResult{name: name, deleted: now, master: now.Add(drain), reason: reason, late: late, code: code, usage: usage{rssKB: 30 * 1024}}
 	}
 	row := soakRow{cell: cell{strat: hapsuperS(), pat: patNewConns}, rollouts: 2, took: 20 * time.Second, cells: []cellResult{
-		{outcomes: []k8sdrain.Outcome{{Kind: k8sdrain.KindOK}, {Kind: k8sdrain.KindRefused}},
+		{outcomes: []harness.Outcome{{Kind: harness.KindOK}, {Kind: harness.KindRefused}},
 			pods: []podResult{pod("a", 3*time.Second, "routed-away", 0, 0), pod("b", 4*time.Second, "routed-away", 2, 0)}},
-		{outcomes: []k8sdrain.Outcome{{Kind: k8sdrain.KindOK}},
+		{outcomes: []harness.Outcome{{Kind: harness.KindOK}},
 			pods: []podResult{pod("c", 2*time.Second, "bound", 0, 1), pod("d", 5*time.Second, "routed-away", 0, 0)}},
 	}}
 	got := soakReport([]soakRow{row}, 4, "-soak 4 -kube-proxy live", 20*time.Second, time.Minute, false)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"time"
@@ -27,9 +28,9 @@ var (
 // reads its summary table; its per-round lines go to out as progress.
 func runThroughput(root, bin string, rounds int, out io.Writer) (*throughputResult, error) {
 	var buf bytes.Buffer
-	cmd := exec.Command("go", "run", "./bench/throughput", "-rounds", strconv.Itoa(rounds),
+	cmd := exec.Command("go", "run", "./throughput", "-rounds", strconv.Itoa(rounds),
 		"-duration", (5 * time.Second).String(), "-hapsuper", bin)
-	cmd.Dir = root
+	cmd.Dir = filepath.Join(root, "bench")
 	cmd.Stdout = io.MultiWriter(&buf, prefixed{out})
 	cmd.Stderr = prefixed{out}
 	if err := cmd.Run(); err != nil {

@@ -17,7 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // binWidth is the timeline's resolution.
@@ -184,7 +184,7 @@ func binned(c cellResult, v view) series {
 		if i < 0 || i >= nb {
 			continue
 		}
-		if o.Kind == k8sdrain.KindOK {
+		if o.Kind == harness.KindOK {
 			sr.ok[i].Y += 1 / binWidth.Seconds()
 			if o.Pod == pod.name {
 				sr.draining[i].Y += 1 / binWidth.Seconds()
@@ -207,7 +207,7 @@ func cellPlot(c cellResult, v view, legend bool) (*plot.Plot, error) {
 	p := plot.New()
 	var nfail int
 	for _, o := range c.outcomes {
-		if o.Kind != k8sdrain.KindOK {
+		if o.Kind != harness.KindOK {
 			nfail++
 		}
 	}

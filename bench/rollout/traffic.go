@@ -1,19 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
-
-// failureKinds are the columns of the table, in order.
-var failureKinds = []string{k8sdrain.KindRefused, k8sdrain.KindReset, k8sdrain.Kind5xx, k8sdrain.KindTimeout, k8sdrain.KindOther}
 
 // pattern is a client behaviour; every one runs from each node's network
 // namespace through the Service's ClusterIP, about 50 requests/s in all
@@ -44,12 +39,8 @@ const pauseLength = 3 * time.Second
 
 // traffic runs one pattern's clients and records every outcome.
 type traffic struct {
-	pat    pattern
-	cancel context.CancelFunc
-	loops  sync.WaitGroup
-	reqs   sync.WaitGroup
-
-	rec k8sdrain.Record
+	*harness.Traffic
+	pat pattern
 
 	mu     sync.Mutex
 	pauses []time.Time // the pause pattern holds back from each for pauseLength
@@ -57,69 +48,31 @@ type traffic struct {
 
 // startTraffic starts pat's clients on every node against clusterIP.
 func startTraffic(pat pattern, nodes []*k8stest.Node, clusterIP netip.Addr) *traffic {
-	ctx, cancel := context.WithCancel(context.Background())
-	tr := &traffic{pat: pat, cancel: cancel}
+	tr := &traffic{pat: pat}
+	tr.Traffic = harness.NewTraffic(func(_ string, now time.Time) bool { return tr.paused(now) })
 	url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(clusterIP, httpPort))
 	h2url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(clusterIP, h2Port))
 	for _, n := range nodes {
 		switch pat {
 		case patNewConns, patPause:
-			tr.every(ctx, n.Name, 40*time.Millisecond, n.HTTPClient(2*time.Second), url, true)
+			tr.Every(n.Name, n.HTTPClient(2*time.Second), url, 40*time.Millisecond, true)
 		case patSlow:
-			tr.every(ctx, n.Name, 200*time.Millisecond, n.HTTPClient(3*time.Second+3*time.Second), url+"slow?d=3s", true)
+			tr.Every(n.Name, n.HTTPClient(3*time.Second+3*time.Second), url+"slow?d=3s", 200*time.Millisecond, true)
 		case patKeepAlive, patIdlePool:
 			every := 80 * time.Millisecond
 			if pat == patIdlePool {
 				every = idlePoolEvery
 			}
 			for range 2 {
-				c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-					DialContext: n.DialContext, Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second,
-				}}
-				tr.every(ctx, n.Name, every, c, url, false)
+				tr.Every(n.Name, harness.KeepAliveClient(n.DialContext, 2*time.Second), url, every, false)
 			}
 		case patH2:
 			for range 2 {
-				var protos http.Protocols
-				protos.SetUnencryptedHTTP2(true)
-				c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-					DialContext: n.DialContext, Proxy: nil, Protocols: &protos,
-				}}
-				tr.every(ctx, n.Name, 80*time.Millisecond, c, h2url, true)
+				tr.Every(n.Name, harness.H2CClient(n.DialContext, 2*time.Second), h2url, 80*time.Millisecond, true)
 			}
 		}
 	}
 	return tr
-}
-
-// every sends a GET to url every interval from node: each in a goroutine
-// of its own when concurrent, else one after the other (ticks are skipped
-// while one runs), the first one at once so that the connection is open
-// before the first delete.
-func (tr *traffic) every(ctx context.Context, node string, interval time.Duration, c *http.Client, url string, concurrent bool) {
-	tr.loops.Go(func() {
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		defer c.CloseIdleConnections()
-		if !concurrent {
-			tr.rec.Add(k8sdrain.Request(c, node, url))
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				if tr.paused(now) {
-					continue
-				}
-				if concurrent {
-					tr.reqs.Go(func() { tr.rec.Add(k8sdrain.Request(c, node, url)) })
-				} else {
-					tr.rec.Add(k8sdrain.Request(c, node, url))
-				}
-			}
-		}
-	})
 }
 
 // deleted tells the pause pattern that a pod was deleted at t.
@@ -142,12 +95,4 @@ func (tr *traffic) paused(now time.Time) bool {
 		}
 	}
 	return false
-}
-
-// stop ends the clients and waits for the requests in flight (each bounded
-// by its client's timeout).
-func (tr *traffic) stop() {
-	tr.cancel()
-	tr.loops.Wait()
-	tr.reqs.Wait()
 }

@@ -4,7 +4,7 @@
 // pod's slice to the verdict that shows it, and how long a Routing call
 // (what the supervisor's loop does on every poll) waits meanwhile.
 //
-//	go run ./bench/slicewatch [-slices 10000] [-per-service 10] [-changes 200] [-churn 500]
+//	cd bench && go run ./slicewatch [-slices 10000] [-per-service 10] [-changes 200] [-churn 500]
 //
 // The API is client-go's fake clientset in this process, so the figures
 // are routing's own work, without the network or an apiserver. The fake

@@ -5,7 +5,7 @@
 // hapsuper, of HAProxy's master and of its workers), interleaved too, and
 // optionally under a second hapsuper build for a before/after in one run.
 //
-//	go run ./bench/throughput [-rounds 5] [-duration 5s] [-connections 50]
+//	cd bench && go run ./throughput [-rounds 5] [-duration 5s] [-connections 50]
 //	    [-idle 20s] [-idle-rounds 3] [-baseline path/to/older/hapsuper]
 //
 // It needs haproxy and wrk (Debian packages) and loopback only. HAProxy
@@ -16,7 +16,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 func main() {
@@ -57,14 +58,12 @@ func setup(bin string) (dir, hapsuper, cfg, url string, err error) {
 		return "", "", "", "", err
 	}
 	if bin == "" {
-		bin = filepath.Join(dir, "hapsuper")
-		out, err := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper").CombinedOutput()
-		if err != nil {
+		if bin, err = harness.Build(dir); err != nil {
 			os.RemoveAll(dir)
-			return "", "", "", "", fmt.Errorf("build hapsuper: %v: %s", err, out)
+			return "", "", "", "", err
 		}
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", "", "", "", err
@@ -219,13 +218,13 @@ func measureUnder(bin, cfg, dir, url string, d time.Duration, conns int) (float6
 	if err := waitHTTP(url, 5*time.Second); err != nil {
 		return 0, usage{}, err
 	}
-	t0, c0 := time.Now(), cpuTicks(cmd.Process.Pid)
+	t0, c0 := time.Now(), harness.CPUTicks(cmd.Process.Pid)
 	rps, err := wrk(url, d, conns)
 	if err != nil {
 		return 0, usage{}, err
 	}
-	elapsed, ticks := time.Since(t0).Seconds(), cpuTicks(cmd.Process.Pid)-c0
-	u := usage{rssKB: rssKB(cmd.Process.Pid), cpuPercent: 100 * float64(ticks) / 100 / elapsed} // USER_HZ = 100
+	elapsed, ticks := time.Since(t0).Seconds(), harness.CPUTicks(cmd.Process.Pid)-c0
+	u := usage{rssKB: harness.StatusKB(cmd.Process.Pid, "VmRSS"), cpuPercent: 100 * float64(ticks) / 100 / elapsed} // USER_HZ = 100
 	return rps, u, nil
 }
 
@@ -244,16 +243,7 @@ func wrk(url string, d time.Duration, conns int) (float64, error) {
 }
 
 func waitHTTP(url string, bound time.Duration) error {
-	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
-	end := time.Now().Add(bound)
-	for time.Now().Before(end) {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not listening after %s", addr, bound)
+	return harness.WaitListening(nil, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"), bound)
 }
 
 func waitBounded(cmd *exec.Cmd, bound time.Duration) {
@@ -265,40 +255,6 @@ func waitBounded(cmd *exec.Cmd, bound time.Duration) {
 		cmd.Process.Kill()
 		<-done
 	}
-}
-
-func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64) // utime is field 14, 12th after ")"
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
-}
-
-func rssKB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func median(v []float64) float64 {

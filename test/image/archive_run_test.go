@@ -196,7 +196,7 @@ func TestBuiltImageRuns(t *testing.T) {
 		t.Fatalf("image StopSignal %q: %v", c.StopSignal, err)
 	}
 	stopAt := time.Now()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	drain := p.waitLog(t, "drain started", 2*time.Second)

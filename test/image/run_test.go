@@ -1,11 +1,8 @@
 package image_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // imageConfigPath is the configuration path of the image's CMD.
@@ -53,11 +51,9 @@ func TestImageCommandLine(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil { // the image's / : root's, readable by all
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "hapsuper")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/hapsuper")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/hapsuper: %v\n%s", err, out)
+	bin, err := harness.Build(dir) // as the Dockerfile builds it
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// The run directory, made by the Dockerfile's RUN with its path mapped.
@@ -110,7 +106,7 @@ func TestImageCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopAt := time.Now()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	drain := p.waitLog(t, "drain started", 2*time.Second)
@@ -189,12 +185,9 @@ func mapRunDir(t *testing.T, img image, varRun string) string {
 	return mapped
 }
 
-// process is hapsuper started by the test, its JSON log read line by line.
+// process is hapsuper started by the test, its output in a harness.Log.
 type process struct {
-	cmd   *exec.Cmd
-	lines chan map[string]any
-	done  chan struct{}
-	code  int
+	*harness.Process
 }
 
 func start(t *testing.T, argv, env []string, uid, gid int) *process {
@@ -210,94 +203,58 @@ func startIn(t *testing.T, root, dir string, argv, env []string, uid, gid int) *
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true}
-	stderr, err := cmd.StderrPipe()
+	hp, err := harness.Start(cmd)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%q: %v", argv, err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %q: %v", argv, err)
-	}
-	p := &process{cmd: cmd, lines: make(chan map[string]any, 256), done: make(chan struct{})}
-	go p.read(t, stderr)
-	t.Cleanup(func() { p.kill(t) })
+	p := &process{hp}
+	t.Cleanup(func() {
+		p.kill(t)
+		t.Logf("hapsuper's output:\n%s", p.Tail(100))
+	})
 	return p
 }
 
-// read forwards each JSON log line to p.lines, logs it, and reaps the
-// process at EOF.
-func (p *process) read(t *testing.T, r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			m = map[string]any{"msg": "(not JSON) " + sc.Text()}
-		}
-		select {
-		case p.lines <- m:
-		default: // nobody waits for that many lines; keep reading
-		}
-	}
-	err := p.cmd.Wait()
-	p.code = p.cmd.ProcessState.ExitCode()
-	if err != nil && p.code < 0 {
-		p.code = -1
-	}
-	close(p.done)
-}
-
-// waitLog returns the next log line with message msg, failing after within.
+// waitLog returns the first log line with message msg, failing after within.
 func (p *process) waitLog(t *testing.T, msg string, within time.Duration) map[string]any {
 	t.Helper()
-	deadline := time.After(within)
-	for {
-		select {
-		case m := <-p.lines:
-			t.Logf("hapsuper: %v %v", m["level"], m)
-			if m["msg"] == msg {
-				return m
-			}
-		case <-p.done:
-			t.Fatalf("hapsuper exited (%d) before logging %q", p.code, msg)
-		case <-deadline:
-			t.Fatalf("hapsuper did not log %q within %s", msg, within)
-		}
+	l, ok := p.Wait(msg, nil, within, p.Done())
+	if !ok {
+		code, _ := p.Exit()
+		t.Fatalf("hapsuper did not log %q within %s (exited: %v, code %d)", msg, within, p.Exited(), code)
 	}
+	return l.Fields
 }
 
 // wait returns the exit code, or an error after within.
 func (p *process) wait(within time.Duration) (int, error) {
-	deadline := time.After(within)
-	for {
-		select {
-		case <-p.lines:
-		case <-p.done:
-			return p.code, nil
-		case <-deadline:
-			return 0, fmt.Errorf("hapsuper did not exit within %s", within)
-		}
+	select {
+	case <-p.Done():
+		code, _ := p.Exit()
+		return code, nil
+	case <-time.After(within):
+		return 0, fmt.Errorf("hapsuper did not exit within %s", within)
 	}
 }
 
 // kill ends what the test left running: SIGINT asks hapsuper for a hard
 // stop of HAProxy; after two seconds hapsuper and its group are killed.
 func (p *process) kill(t *testing.T) {
-	select {
-	case <-p.done:
+	if p.Exited() {
 		return
-	default:
 	}
-	p.cmd.Process.Signal(syscall.SIGINT)
+	p.Signal(syscall.SIGINT)
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return
 	case <-time.After(2 * time.Second):
 	}
 	t.Logf("hapsuper still running 2s after SIGINT: killing it")
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(2 * time.Second):
-		t.Errorf("hapsuper %d not reaped 2s after SIGKILL", p.cmd.Process.Pid)
+		t.Errorf("hapsuper %d not reaped 2s after SIGKILL", p.Pid())
 	}
 }
 
@@ -319,12 +276,11 @@ func procUID(t *testing.T, pid int) int {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func httpGet(t *testing.T, url string) int {

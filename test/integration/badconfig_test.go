@@ -47,7 +47,7 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 				}
 				s := startCommand(t, dir, nil, supervisorArgs(dir, tc.flags, bin, "-f", cfg.write(t, dir)))
 				code, exitAt := s.waitExit(10 * time.Second)
-				out := s.stderr()
+				out := s.String()
 				t.Logf("exit %d after %s; output:\n%s", code, exitAt.Sub(s.started), out)
 
 				switch {
@@ -60,7 +60,7 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 					t.Errorf("the error does not mention %q", tc.wantText)
 				}
 				if tc.wantCode == 2 {
-					if _, ok := s.findLog("haproxy ready"); ok {
+					if _, ok := s.Find("haproxy ready", nil); ok {
 						t.Error("HAProxy was started despite a settings error")
 					}
 				}

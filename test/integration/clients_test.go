@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // requestTimeout bounds one fast request: connect, send, read the reply.
@@ -102,11 +104,11 @@ func (h *http1Conn) get(path string, close bool, timeout time.Duration) outcome 
 		}
 	}
 	o.end = time.Now()
-	o.kind = classify(err)
+	o.kind = harness.Classify(err)
 	if err != nil {
 		o.err = err.Error()
 	} else {
-		o.kind = classifyStatus(o.status)
+		o.kind = harness.ClassifyStatus(o.status)
 	}
 	return o
 }
@@ -117,7 +119,7 @@ func oneShot(rec *recorder, addr, path string, id int, timeout time.Duration) ou
 	o := outcome{start: time.Now()}
 	h, err := dialHTTP1(addr, id)
 	if err != nil {
-		o.end, o.kind, o.err = time.Now(), classify(err), err.Error()
+		o.end, o.kind, o.err = time.Now(), harness.Classify(err), err.Error()
 	} else {
 		start := o.start
 		o = h.get(path, true, timeout)
@@ -150,7 +152,7 @@ func startKeepAlive(t *testing.T, addr string, interval, bound time.Duration) *c
 			n++
 			var err error
 			if h, err = dialHTTP1(addr, n); err != nil {
-				rec.add(outcome{start: start, end: time.Now(), kind: classify(err), err: err.Error()})
+				rec.add(outcome{start: start, end: time.Now(), kind: harness.Classify(err), err: err.Error()})
 				h = nil
 				return
 			}
@@ -158,7 +160,7 @@ func startKeepAlive(t *testing.T, addr string, interval, bound time.Duration) *c
 		o := h.get("/", false, requestTimeout)
 		o.start = start
 		rec.add(o)
-		if o.kind != kindOK || o.connClose || ctx.Err() != nil {
+		if o.kind != harness.KindOK || o.connClose || ctx.Err() != nil {
 			h.c.Close()
 			h = nil
 		}
@@ -229,7 +231,7 @@ func startSlow(t *testing.T, addr string, d time.Duration) *client {
 		start := time.Now()
 		h, err := dialHTTP1(addr, 1)
 		if err != nil {
-			c.rec.add(outcome{start: start, end: time.Now(), kind: classify(err), err: err.Error()})
+			c.rec.add(outcome{start: start, end: time.Now(), kind: harness.Classify(err), err: err.Error()})
 			return
 		}
 		defer h.c.Close()

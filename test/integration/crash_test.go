@@ -21,9 +21,9 @@ func TestCrash_WorkerKilled(t *testing.T) {
 			t.Fatalf("kill worker %d: %v", workers[0], err)
 		}
 		code, exitAt := s.waitExit(5 * time.Second)
-		exited, _ := s.findLog("haproxy exited")
+		exited, _ := s.Find("haproxy exited", nil)
 		t.Logf("worker %d SIGKILLed; hapsuper exited %d after %s; haproxy exited log: %s",
-			workers[0], code, exitAt.Sub(killAt), exited.raw)
+			workers[0], code, exitAt.Sub(killAt), exited.Raw)
 
 		if d := exitAt.Sub(killAt); d > time.Second {
 			t.Errorf("hapsuper exited %s after the worker was killed, want ≤ 1s", d)
@@ -31,8 +31,8 @@ func TestCrash_WorkerKilled(t *testing.T) {
 		if code != masterCodeWorkerKilled {
 			t.Errorf("exit code %d, want the master's %d", code, masterCodeWorkerKilled)
 		}
-		if c, ok := exited.num("code"); !ok || int(c) != masterCodeWorkerKilled {
-			t.Errorf(`"haproxy exited" code field = %v, want %d`, exited.fields["code"], masterCodeWorkerKilled)
+		if c, ok := exited.Num("code"); !ok || int(c) != masterCodeWorkerKilled {
+			t.Errorf(`"haproxy exited" code field = %v, want %d`, exited.Fields["code"], masterCodeWorkerKilled)
 		}
 		checkNoHAProxyLeft(t, dir)
 	})

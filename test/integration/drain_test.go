@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // The timings of fastFlags, and the scheduling tolerance of this 2-core
@@ -17,12 +19,12 @@ const (
 // checkQuietEnd asserts that the drain ended for reason quiet, no sooner than
 // a quiet period (less one poll) after the last request sent, and no later
 // than a quiet period plus two polls plus the scheduling tolerance.
-func checkQuietEnd(t *testing.T, ended logLine, lastSent time.Time) {
+func checkQuietEnd(t *testing.T, ended harness.Entry, lastSent time.Time) {
 	t.Helper()
-	if r := ended.str("reason"); r != "quiet" {
-		t.Errorf("drain ended with reason %q (detail %q), want quiet", r, ended.str("detail"))
+	if r := ended.Str("reason"); r != "quiet" {
+		t.Errorf("drain ended with reason %q (detail %q), want quiet", r, ended.Str("detail"))
 	}
-	gap := ended.at.Sub(lastSent)
+	gap := ended.At.Sub(lastSent)
 	t.Logf("drain ended %s after the last request sent (window [%s, %s])",
 		gap, quietPeriod-pollInterval, quietPeriod+2*pollInterval+schedTolerance)
 	if gap < quietPeriod-pollInterval {
@@ -39,17 +41,17 @@ func checkQuietEnd(t *testing.T, ended logLine, lastSent time.Time) {
 // its quiet clock rather than risk ending early. So the drain may end later
 // than quiet + 2 polls, or at the bound, but never sooner than the quiet
 // period after the last request, and never after the bound.
-func checkNotCutShort(t *testing.T, ended logLine, lastSent, bound time.Time) {
+func checkNotCutShort(t *testing.T, ended harness.Entry, lastSent, bound time.Time) {
 	t.Helper()
-	switch r := ended.str("reason"); r {
+	switch r := ended.Str("reason"); r {
 	case "quiet", "bound", "unavailable":
 	default:
-		t.Errorf("drain ended with reason %q (detail %q), want quiet, bound or unavailable", r, ended.str("detail"))
+		t.Errorf("drain ended with reason %q (detail %q), want quiet, bound or unavailable", r, ended.Str("detail"))
 	}
-	if gap := ended.at.Sub(lastSent); gap < quietPeriod-pollInterval {
+	if gap := ended.At.Sub(lastSent); gap < quietPeriod-pollInterval {
 		t.Errorf("drain ended %s after the last request: sooner than the quiet period %s", gap, quietPeriod)
 	}
-	if late := ended.at.Sub(bound); late > pollInterval+schedTolerance {
+	if late := ended.At.Sub(bound); late > pollInterval+schedTolerance {
 		t.Errorf("drain ended %s after the bound", late)
 	}
 }
@@ -98,13 +100,13 @@ func TestDrain_ContinuousClients_QuietAfterLastRequest(t *testing.T) {
 		t.Log(cont.rec.summary())
 		t.Log(ka.rec.summary())
 		t.Logf("drain started %s after SIGTERM, ended after %s, soft stop after %s, exit %d after %s",
-			started.at.Sub(term), ended.at.Sub(term), soft.at.Sub(term), code, exitAt.Sub(term))
+			started.At.Sub(term), ended.At.Sub(term), soft.At.Sub(term), code, exitAt.Sub(term))
 
 		for _, r := range []*recorder{cont.rec, ka.rec} {
 			if len(r.all()) < 10 {
 				t.Errorf("%s: too few requests to mean anything", r.summary())
 			}
-			if bad := r.where(func(o outcome) bool { return o.start.Before(soft.at) && o.kind != kindOK }); len(bad) > 0 {
+			if bad := r.where(func(o outcome) bool { return o.start.Before(soft.At) && o.kind != harness.KindOK }); len(bad) > 0 {
 				t.Errorf("%s: %d requests started before the soft stop failed:%s", r.name, len(bad), describe(bad, 5))
 			}
 		}
@@ -149,39 +151,39 @@ func TestDrain_PausingClient_EndsQuietDuringPause(t *testing.T) {
 		_, pauseEnd := p.pauseWindow()
 		t.Log(p.rec.summary())
 		t.Logf("SIGTERM at +0; pause %s..%s; drain ended %s (%s); soft stop %s; exit %d at %s",
-			pauseStart.Sub(term), pauseEnd.Sub(term), ended.at.Sub(term), ended.str("reason"),
-			soft.at.Sub(term), code, exitAt.Sub(term))
+			pauseStart.Sub(term), pauseEnd.Sub(term), ended.At.Sub(term), ended.Str("reason"),
+			soft.At.Sub(term), code, exitAt.Sub(term))
 
 		// No extra probe connection here: a bare connection counts as activity
 		// and would move the quiet end; the client's own requests between the
 		// SIGTERM and the pause are the connection attempts during the drain.
-		during := p.rec.where(func(o outcome) bool { return o.start.After(term) && o.start.Before(ended.at) })
+		during := p.rec.where(func(o outcome) bool { return o.start.After(term) && o.start.Before(ended.At) })
 		if len(during) == 0 {
 			t.Error("no connection attempt between the SIGTERM and the end of the drain")
 		}
 		for _, o := range during {
-			if o.kind != kindOK {
+			if o.kind != harness.KindOK {
 				t.Errorf("connection attempt during the drain failed: %v", o)
 				break
 			}
 		}
-		if pauseEnd.IsZero() || !ended.at.After(pauseStart) || !ended.at.Before(pauseEnd) {
-			t.Errorf("drain ended at %s, outside the pause %s..%s", ended.at.Sub(term), pauseStart.Sub(term), pauseEnd.Sub(term))
+		if pauseEnd.IsZero() || !ended.At.After(pauseStart) || !ended.At.Before(pauseEnd) {
+			t.Errorf("drain ended at %s, outside the pause %s..%s", ended.At.Sub(term), pauseStart.Sub(term), pauseEnd.Sub(term))
 		}
 		before := p.rec.where(func(o outcome) bool { return o.start.Before(pauseStart) })
 		checkQuietEnd(t, ended, before[len(before)-1].start)
-		if bad := p.rec.where(func(o outcome) bool { return o.start.Before(soft.at) && o.kind != kindOK }); len(bad) > 0 {
+		if bad := p.rec.where(func(o outcome) bool { return o.start.Before(soft.At) && o.kind != harness.KindOK }); len(bad) > 0 {
 			t.Errorf("%d requests before the soft stop failed:%s", len(bad), describe(bad, 5))
 		}
-		after := p.rec.where(func(o outcome) bool { return o.start.After(soft.at.Add(100 * time.Millisecond)) })
+		after := p.rec.where(func(o outcome) bool { return o.start.After(soft.At.Add(100 * time.Millisecond)) })
 		if len(after) == 0 {
 			t.Error("no request after the soft stop: the pause was too long for the test")
 		}
-		if bad := p.rec.where(func(o outcome) bool { return o.kind != kindOK && o.kind != kindRefused }); len(bad) > 0 {
+		if bad := p.rec.where(func(o outcome) bool { return o.kind != harness.KindOK && o.kind != harness.KindRefused }); len(bad) > 0 {
 			t.Errorf("%d requests failed otherwise than refused:%s", len(bad), describe(bad, 5))
 		}
 		for _, o := range after {
-			if o.kind != kindRefused {
+			if o.kind != harness.KindRefused {
 				t.Errorf("request after the soft stop, listener should be closed: %v", o)
 				break
 			}

@@ -48,25 +48,25 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 				slow := writeSlowStartWrapper(t, h, dir, 300*time.Millisecond)
 				args := supervisorArgs(dir, fastFlags, slow, "-f", cfg.write(t, dir))
 				s := startCommandWith(t, dir, procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()}, args)
-				l, ok := s.awaitRaw(earlyInit, 10*time.Second)
+				l, ok := s.WaitRaw(earlyInit, 10*time.Second)
 				if !ok {
 					t.Fatalf("the Go runtime did not report %q within 10 s", earlyInit)
 				}
 				term := s.signal(syscall.SIGTERM)
 				code, exitAt := s.waitExit(10 * time.Second)
 				t.Logf("handler installed: %s; SIGTERM sent %s after exec, hapsuper exited %d after %s",
-					strings.TrimPrefix(l.raw, "init github.com/hapsuper/hapsuper/supervisor/"), term.Sub(s.started).Round(10*time.Microsecond), code, exitAt.Sub(term).Round(time.Millisecond))
+					strings.TrimPrefix(l.Raw, "init github.com/hapsuper/hapsuper/supervisor/"), term.Sub(s.started).Round(10*time.Microsecond), code, exitAt.Sub(term).Round(time.Millisecond))
 
 				if code != 0 {
 					t.Errorf("exit code %d, want 0 (2 is the Go runtime's default for an uncaught SIGTERM)", code)
 				}
-				stop, ok := s.findLog(stopBeforeStart)
+				stop, ok := s.Find(stopBeforeStart, nil)
 				if !ok {
 					t.Errorf("no log line %q", stopBeforeStart)
-				} else if sig := stop.str("signal"); sig != "SIGTERM" {
+				} else if sig := stop.Str("signal"); sig != "SIGTERM" {
 					t.Errorf("the log line names signal %q, want SIGTERM", sig)
 				}
-				if _, ok := s.findLog("haproxy started"); ok {
+				if _, ok := s.Find("haproxy started", nil); ok {
 					t.Error("HAProxy was started after the stop request")
 				}
 				checkNoHAProxyLeft(t, dir)
@@ -113,13 +113,13 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 				code, exitAt := s.waitExit(10 * time.Second)
 				t.Log(cont.rec.summary())
 				t.Logf("SIGTERM %s after exec; drain started %s and HAProxy ready %s after it; drain ended %s (%s), exit %d %s after SIGTERM",
-					term.Sub(s.started).Round(time.Millisecond), started.at.Sub(term).Round(time.Millisecond), ready.at.Sub(term).Round(time.Millisecond),
-					ended.str("reason"), ended.str("detail"), code, exitAt.Sub(term).Round(time.Millisecond))
+					term.Sub(s.started).Round(time.Millisecond), started.At.Sub(term).Round(time.Millisecond), ready.At.Sub(term).Round(time.Millisecond),
+					ended.Str("reason"), ended.Str("detail"), code, exitAt.Sub(term).Round(time.Millisecond))
 
-				if !ready.at.After(term) {
-					t.Errorf("HAProxy was ready %s before SIGTERM: the test did not stop it while it started", term.Sub(ready.at))
+				if !ready.At.After(term) {
+					t.Errorf("HAProxy was ready %s before SIGTERM: the test did not stop it while it started", term.Sub(ready.At))
 				}
-				if _, ok := s.findLog(stopBeforeStart); ok {
+				if _, ok := s.Find(stopBeforeStart, nil); ok {
 					t.Errorf("logged %q for a stop after HAProxy started", stopBeforeStart)
 				}
 				if bad := cont.rec.failures(); len(bad) > 0 {
@@ -128,7 +128,7 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 				if len(cont.rec.all()) == 0 {
 					t.Error("no request sent during the drain")
 				}
-				if r := ended.str("reason"); r != "quiet" {
+				if r := ended.Str("reason"); r != "quiet" {
 					t.Errorf("drain reason %q, want quiet", r)
 				}
 				checkQuietEnd(t, ended, cont.rec.lastStart())

@@ -62,13 +62,13 @@ func TestFault_MasterCLIGoneDuringDrain(t *testing.T) {
 					t.Logf("the fake master CLI took %d connections", fake.conns.Load())
 				}
 				t.Logf("socket replaced %s after SIGTERM; client stopped %s; drain ended %s (%s: %s); soft stop %s; %d hard stop; exit %d",
-					goneAt.Sub(term), cont.rec.lastStart().Sub(term), ended.at.Sub(term), ended.str("reason"),
-					ended.str("detail"), soft.at.Sub(term), s.countLog("hard stop"), code)
+					goneAt.Sub(term), cont.rec.lastStart().Sub(term), ended.At.Sub(term), ended.Str("reason"),
+					ended.Str("detail"), soft.At.Sub(term), len(s.All("hard stop")), code)
 
-				if r := ended.str("reason"); r != "unavailable" {
+				if r := ended.Str("reason"); r != "unavailable" {
 					t.Errorf("drain ended with reason %q, want unavailable (no poll answered since the socket went)", r)
 				}
-				if d := ended.at.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
+				if d := ended.At.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
 					t.Errorf("drain ended %s after SIGTERM, want at the bound %s", d, b.bound())
 				}
 				if fake != nil && fake.conns.Load() < 3 {
@@ -77,7 +77,7 @@ func TestFault_MasterCLIGoneDuringDrain(t *testing.T) {
 				if code != 0 {
 					t.Errorf("exit code %d, want 0 (HAProxy took the soft stop)", code)
 				}
-				checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
+				checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
 			})
 		}
 	})

@@ -32,9 +32,9 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 		s.waitLog("drain started", 2*time.Second)
 		storm := startReloadStorm(s, 200*time.Millisecond)
 		time.Sleep(3 * time.Second)
-		if l, ok := s.findLog("drain ended"); ok {
+		if l, ok := s.Find("drain ended", nil); ok {
 			t.Errorf("drain ended %s after SIGTERM while the client was still sending (%s: %s)",
-				l.at.Sub(term), l.str("reason"), l.str("detail"))
+				l.At.Sub(term), l.Str("reason"), l.Str("detail"))
 		}
 		cont.stop()
 		ended := s.waitLog("drain ended", b.bound())
@@ -44,11 +44,11 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 		long := zombies.stop()
 		last := cont.rec.lastStart()
 		t.Log(cont.rec.summary())
-		t.Logf("%s; %d reloads logged by hapsuper, %d ignored once stopping", storm, s.countLog("reload"),
-			s.countLog("reload ignored: HAProxy is stopping"))
+		t.Logf("%s; %d reloads logged by hapsuper, %d ignored once stopping", storm, len(s.All("reload")),
+			len(s.All("reload ignored: HAProxy is stopping")))
 		t.Logf("client stopped %s after SIGTERM; drain ended %s after SIGTERM (%s: %s); soft stop %s; %d hard stop; exit %d",
-			last.Sub(term), ended.at.Sub(term), ended.str("reason"), ended.str("detail"), soft.at.Sub(term),
-			s.countLog("hard stop"), code)
+			last.Sub(term), ended.At.Sub(term), ended.Str("reason"), ended.Str("detail"), soft.At.Sub(term),
+			len(s.All("hard stop")), code)
 		t.Logf("zombie children of hapsuper: %d seen, %d for longer than %s", zombies.seen(), len(long), zombieGrace)
 
 		// Both channels must have reloaded HAProxy during the drain. The
@@ -62,14 +62,14 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 			t.Errorf("%d failed requests during the reload storm:%s", len(bad), describe(bad, 5))
 		}
 		checkNotCutShort(t, ended, last, term.Add(b.bound()))
-		if !ended.at.After(last) {
+		if !ended.At.After(last) {
 			t.Errorf("drain ended before the client's last request")
 		}
 		if code != 0 {
 			t.Errorf("exit code %d, want 0", code)
 		}
 		checkExitInBudget(t, b, term, exitAt, b.exitLimit())
-		checkServedBeforeSoftStop(t, soft.at, cont.rec)
+		checkServedBeforeSoftStop(t, soft.At, cont.rec)
 		for _, z := range long {
 			t.Errorf("zombie child of hapsuper not reaped within %s: %s", zombieGrace, z)
 		}
@@ -96,14 +96,14 @@ func startReloadStorm(s *supervisor, interval time.Duration) *reloadStorm {
 			select {
 			case <-r.quit:
 				return
-			case <-s.exitedCh:
+			case <-s.Done():
 				return
 			case <-end:
 				return
 			case <-tick.C:
 			}
 			if i%2 == 0 {
-				if syscall.Kill(s.pid, syscall.SIGHUP) == nil {
+				if syscall.Kill(s.Pid(), syscall.SIGHUP) == nil {
 					r.sighups.Add(1)
 				}
 				continue
@@ -153,13 +153,13 @@ func watchZombies(s *supervisor) *zombieWatch {
 			select {
 			case <-z.quit:
 				return
-			case <-s.exitedCh:
+			case <-s.Done():
 				return
 			case <-tick.C:
 			}
 			now := time.Now()
 			z.mu.Lock()
-			for _, p := range zombiesOf(s.pid) {
+			for _, p := range zombiesOf(s.Pid()) {
 				if _, ok := z.first[p.pid]; !ok {
 					z.first[p.pid], z.info[p.pid] = now, p
 				}

@@ -44,7 +44,7 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 		// Right after the flood, the drain still under way: the status must
 		// answer within a few seconds.
 		var after statusQuery
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.exited(); time.Sleep(100 * time.Millisecond) {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.Exited(); time.Sleep(100 * time.Millisecond) {
 			if after = queryStatus(s); after.ok {
 				break
 			}
@@ -59,7 +59,7 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 		t.Logf("%s; flood %s..%s after SIGTERM", flood, flood.started.Sub(term), floodEnd.Sub(term))
 		t.Logf("status --json during the flood: %s; right after: %s (%s after the flood)", describeQueries(during), after, after.start.Sub(floodEnd))
 		t.Logf("drain ended %s after SIGTERM (%s); soft stop %s; exit %d",
-			ended.at.Sub(term), ended.str("reason"), soft.at.Sub(term), code)
+			ended.At.Sub(term), ended.Str("reason"), soft.At.Sub(term), code)
 
 		if flood.opened.Load() < statusFloodConns {
 			t.Errorf("%s: fewer than %d connections, not a flood", flood, statusFloodConns)
@@ -75,7 +75,7 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 		if code != 0 {
 			t.Errorf("exit code %d, want 0", code)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
 	})
 }
 

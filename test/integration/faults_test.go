@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // budget is the shutdown budget of supervisor/supervisor.go for one grace
@@ -75,7 +77,7 @@ func checkServedBeforeSoftStop(t *testing.T, soft time.Time, recs ...*recorder) 
 		if len(before) < 10 {
 			t.Errorf("%s: only %d requests before the soft stop: too few to mean anything", r.summary(), len(before))
 		}
-		if bad := r.where(func(o outcome) bool { return o.start.Before(soft) && o.kind != kindOK }); len(bad) > 0 {
+		if bad := r.where(func(o outcome) bool { return o.start.Before(soft) && o.kind != harness.KindOK }); len(bad) > 0 {
 			t.Errorf("%s: %d requests started before the soft stop failed:%s", r.name, len(bad), describe(bad, 5))
 		}
 	}
@@ -110,34 +112,34 @@ func TestFault_MasterHungDuringDrain(t *testing.T) {
 		soft := s.waitLog("soft stop", time.Second)
 		code, exitAt := s.waitExit(b.grace)
 		cont.stop()
-		hard, hardOK := s.findLog("hard stop")
-		kill, killOK := s.findLog("haproxy did not exit after the hard stop: killing its process group")
+		hard, hardOK := s.Find("hard stop", nil)
+		kill, killOK := s.Find("haproxy did not exit after the hard stop: killing its process group", nil)
 		t.Log(cont.rec.summary())
 		t.Logf("master %d stopped %s after SIGTERM; drain ended %s (%s: %s); hard stop %s; group killed %s; exit %d",
-			master, stopAt.Sub(term), ended.at.Sub(term), ended.str("reason"), ended.str("detail"),
-			hard.at.Sub(term), kill.at.Sub(term), code)
+			master, stopAt.Sub(term), ended.At.Sub(term), ended.Str("reason"), ended.Str("detail"),
+			hard.At.Sub(term), kill.At.Sub(term), code)
 
-		if r := ended.str("reason"); r != "unavailable" {
+		if r := ended.Str("reason"); r != "unavailable" {
 			t.Errorf("drain ended with reason %q, want unavailable (the master answered no poll)", r)
 		}
-		if d := ended.at.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
+		if d := ended.At.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
 			t.Errorf("drain ended %s after SIGTERM, want at the bound %s", d, b.bound())
 		}
 		if !hardOK {
 			t.Error(`no "hard stop" at the deadline`)
-		} else if d := hard.at.Sub(term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
+		} else if d := hard.At.Sub(term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
 			t.Errorf("hard stop %s after SIGTERM, want at the deadline %s", d, b.deadline())
 		}
 		if !killOK {
 			t.Error("no SIGKILL of the process group after the ignored hard stop")
-		} else if d := kill.at.Sub(hard.at); d < b.killAfter() || d > b.killAfter()+pollInterval+schedTolerance {
+		} else if d := kill.At.Sub(hard.At); d < b.killAfter() || d > b.killAfter()+pollInterval+schedTolerance {
 			t.Errorf("process group killed %s after the hard stop, want %s", d, b.killAfter())
 		}
 		if code != 128+int(syscall.SIGKILL) {
 			t.Errorf("exit code %d, want %d (the master was SIGKILLed)", code, 128+int(syscall.SIGKILL))
 		}
 		// The SIGKILL is due at deadline + killAfter; the exit comes a reap later.
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit()+pollInterval+schedTolerance, soft.at, cont.rec)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit()+pollInterval+schedTolerance, soft.At, cont.rec)
 	})
 }
 
@@ -166,7 +168,7 @@ func TestFault_IdleH2ConnectionWithoutClientFin(t *testing.T) {
 		ended := s.waitLog("drain ended", 5*time.Second)
 		soft := s.waitLog("soft stop", time.Second)
 		code, exitAt := s.waitExit(b.grace)
-		hard, hardOK := s.findLog("hard stop")
+		hard, hardOK := s.Find("hard stop", nil)
 		select {
 		case <-idle.done:
 		case <-time.After(2 * time.Second):
@@ -175,35 +177,35 @@ func TestFault_IdleH2ConnectionWithoutClientFin(t *testing.T) {
 		goAway := idle.conn.goAwayAt()
 		t.Log(cont.rec.summary())
 		t.Logf("drain ended %s after SIGTERM (%s); soft stop %s; GOAWAY %s; hard stop %s; idle h2 connection ended %s (%v); exit %d",
-			ended.at.Sub(term), ended.str("reason"), soft.at.Sub(term), goAway.Sub(term), hard.at.Sub(term),
+			ended.At.Sub(term), ended.Str("reason"), soft.At.Sub(term), goAway.Sub(term), hard.At.Sub(term),
 			idle.closed.Sub(term), idle.err, code)
 
 		if !warned(s, "client-fin") {
 			t.Error("no config warning about the missing timeout client-fin")
 		}
 		checkQuietEnd(t, ended, cont.rec.lastStart())
-		if goAway.IsZero() || goAway.Before(soft.at) {
+		if goAway.IsZero() || goAway.Before(soft.At) {
 			t.Errorf("the idle h2 connection got GOAWAY at %v, want after the soft stop", goAway)
 		}
 		if !hardOK {
 			t.Error(`no "hard stop": the soft stop should not have finished with the idle h2 connection open`)
-		} else if d := hard.at.Sub(term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
+		} else if d := hard.At.Sub(term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
 			t.Errorf("hard stop %s after SIGTERM, want at the deadline %s", d, b.deadline())
 		}
-		if idle.closed.Before(hard.at) {
-			t.Errorf("the idle h2 connection ended %s before the hard stop: it did not hold the worker", hard.at.Sub(idle.closed))
+		if idle.closed.Before(hard.At) {
+			t.Errorf("the idle h2 connection ended %s before the hard stop: it did not hold the worker", hard.At.Sub(idle.closed))
 		}
 		if code != 0 {
 			t.Errorf("exit code %d, want the master's 0 after a hard stop", code)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
 	})
 }
 
 // warned reports whether hapsuper logged a config warning mentioning s.
 func warned(s *supervisor, sub string) bool {
-	for _, l := range s.logs() {
-		if l.msg == "config warning" && strings.Contains(l.str("warning"), sub) {
+	for _, l := range s.Lines() {
+		if l.Msg == "config warning" && strings.Contains(l.Str("warning"), sub) {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness"
 	"golang.org/x/net/http2"
 )
 
@@ -122,11 +123,11 @@ func (c *h2Client) get(path string, timeout time.Duration) outcome {
 		}
 	}
 	o.end = time.Now()
-	o.kind = classify(err)
+	o.kind = harness.Classify(err)
 	if err != nil {
 		o.err = err.Error()
 	} else {
-		o.kind = classifyStatus(o.status)
+		o.kind = harness.ClassifyStatus(o.status)
 	}
 	c.rec.add(o)
 	return o

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // haproxyBin is the path of HAProxy: on the host (2.6) and inside the trixie
@@ -58,12 +60,11 @@ func startBackend(t *testing.T) *backend {
 // freePort returns a port of 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreePort()
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // haproxyConfig describes one test's HAProxy configuration. A zero port
@@ -96,10 +97,9 @@ func newConfig(t *testing.T, b *backend) haproxyConfig {
 	}
 }
 
-func (c haproxyConfig) webAddr() string   { return fmt.Sprintf("127.0.0.1:%d", c.Web) }
-func (c haproxyConfig) h2Addr() string    { return fmt.Sprintf("127.0.0.1:%d", c.H2) }
-func (c haproxyConfig) tcpAddr() string   { return fmt.Sprintf("127.0.0.1:%d", c.TCP) }
-func (c haproxyConfig) probeAddr() string { return fmt.Sprintf("127.0.0.1:%d", c.Probe) }
+func (c haproxyConfig) webAddr() string { return fmt.Sprintf("127.0.0.1:%d", c.Web) }
+func (c haproxyConfig) h2Addr() string  { return fmt.Sprintf("127.0.0.1:%d", c.H2) }
+func (c haproxyConfig) tcpAddr() string { return fmt.Sprintf("127.0.0.1:%d", c.TCP) }
 
 // render writes the configuration text.
 func (c haproxyConfig) render() string {
@@ -161,16 +161,7 @@ func (c haproxyConfig) write(t *testing.T, dir string) string {
 // waitListening dials addr until it accepts, at most timeout.
 func waitListening(t *testing.T, addr string, timeout time.Duration) {
 	t.Helper()
-	end := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s does not accept connections after %s: %v", addr, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := harness.WaitListening(nil, addr, timeout); err != nil {
+		t.Fatal(err)
 	}
 }

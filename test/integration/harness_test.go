@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // TestHarness_BareSoftStop: SIGUSR1 to a bare master closes the listeners at
@@ -28,7 +30,7 @@ func TestHarness_BareSoftStop(t *testing.T) {
 		h2slow := make(chan outcome, 1)
 		go func() { h2slow <- h2.get("/slow?d=3s", 10*time.Second) }()
 		time.Sleep(time.Second)
-		if o := h2.get("/", requestTimeout); o.kind != kindOK || o.conn != 1 {
+		if o := h2.get("/", requestTimeout); o.kind != harness.KindOK || o.conn != 1 {
 			t.Fatalf("h2c request before the soft stop: %v", o)
 		}
 
@@ -52,29 +54,29 @@ func TestHarness_BareSoftStop(t *testing.T) {
 			t.Errorf("master exit code after SIGUSR1 = %d, want 0", code)
 		}
 		settle := soft.Add(100 * time.Millisecond)
-		if bad := cont.rec.where(func(o outcome) bool { return o.start.Before(soft) && o.kind != kindOK }); len(bad) > 0 {
+		if bad := cont.rec.where(func(o outcome) bool { return o.start.Before(soft) && o.kind != harness.KindOK }); len(bad) > 0 {
 			t.Errorf("continuous: %d failures before the soft stop:%s", len(bad), describe(bad, 5))
 		}
-		if bad := cont.rec.where(func(o outcome) bool { return o.start.After(settle) && o.kind != kindRefused }); len(bad) > 0 {
+		if bad := cont.rec.where(func(o outcome) bool { return o.start.After(settle) && o.kind != harness.KindRefused }); len(bad) > 0 {
 			t.Errorf("continuous: %d requests after the soft stop not refused:%s", len(bad), describe(bad, 5))
 		}
-		if bad := ka.rec.where(func(o outcome) bool { return o.kind != kindOK && o.kind != kindRefused }); len(bad) > 0 {
+		if bad := ka.rec.where(func(o outcome) bool { return o.kind != harness.KindOK && o.kind != harness.KindRefused }); len(bad) > 0 {
 			t.Errorf("keep-alive: %d failures other than refused:%s", len(bad), describe(bad, 5))
 		}
-		if closed := ka.rec.where(func(o outcome) bool { return o.kind == kindOK && o.connClose && o.reused }); len(closed) == 0 {
+		if closed := ka.rec.where(func(o outcome) bool { return o.kind == harness.KindOK && o.connClose && o.reused }); len(closed) == 0 {
 			t.Errorf("keep-alive: no reply with Connection: close on the reused connection")
 		}
-		if s := slow.rec.all(); len(s) != 1 || s[0].kind != kindOK || !s[0].connClose || !s[0].end.After(soft) {
+		if s := slow.rec.all(); len(s) != 1 || s[0].kind != harness.KindOK || !s[0].connClose || !s[0].end.After(soft) {
 			t.Errorf("in-flight HTTP/1.1 /slow: %v, want one 200 with Connection: close after the soft stop", s)
 		}
-		if hs.kind != kindOK || hs.conn != 1 || !hs.end.After(soft) {
+		if hs.kind != harness.KindOK || hs.conn != 1 || !hs.end.After(soft) {
 			t.Errorf("in-flight h2c /slow: %v, want 200 on conn 1 after the soft stop", hs)
 		}
 		conns := h2.connections()
 		if g := conns[0].goAwayAt(); g.IsZero() || g.Before(soft) {
 			t.Errorf("h2c conn 1 got no GOAWAY after the soft stop (at %v)", g)
 		}
-		if after.conn == 1 || after.kind != kindRefused {
+		if after.conn == 1 || after.kind != harness.KindRefused {
 			t.Errorf("h2c request after GOAWAY: %v, want refused on a new connection", after)
 		}
 	})
@@ -182,7 +184,7 @@ func TestHarness_BareNoIdleCloseResetsKeepAlive(t *testing.T) {
 		if code != 0 {
 			t.Errorf("master exit code after SIGUSR1 = %d, want 0", code)
 		}
-		resets := ka.rec.where(func(o outcome) bool { return o.kind == kindReset && o.reused && o.start.After(soft) })
+		resets := ka.rec.where(func(o outcome) bool { return o.kind == harness.KindReset && o.reused && o.start.After(soft) })
 		if len(resets) == 0 {
 			t.Errorf("no reset on the reused connection after the soft stop:%s", describe(ka.rec.all(), 20))
 		}

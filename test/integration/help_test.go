@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // helpTimeout bounds one run of the binary: help and usage errors return at
@@ -36,7 +37,7 @@ func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	if ctx.Err() != nil {
 		t.Fatalf("hapsuper %s still ran after %s (started something?); stdout:\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out.String())
 	}
-	return out.String(), errb.String(), exitCode(cmd.ProcessState)
+	return out.String(), errb.String(), harness.ExitCode(cmd.ProcessState)
 }
 
 // TestHelp_EveryCommandPrintsItsFlags: `hapsuper <command> --help`, `-h` and

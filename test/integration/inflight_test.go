@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // TestInFlight_SlowRequestCompletesWithConnectionClose: a 5 s request in
@@ -29,12 +31,12 @@ func TestInFlight_SlowRequestCompletesWithConnectionClose(t *testing.T) {
 		o := slow.rec.all()[0]
 		t.Log(slow.rec.summary())
 		t.Logf("soft stop %s after SIGTERM; slow request ended %s after it (%v); exit %d after %s",
-			soft.at.Sub(term), o.end.Sub(term), o, code, exitAt.Sub(term))
+			soft.At.Sub(term), o.end.Sub(term), o, code, exitAt.Sub(term))
 
-		if o.kind != kindOK || o.status != 200 || !o.connClose {
+		if o.kind != harness.KindOK || o.status != 200 || !o.connClose {
 			t.Errorf("in-flight request: %v, want 200 with Connection: close", o)
 		}
-		if !o.end.After(soft.at) {
+		if !o.end.After(soft.At) {
 			t.Errorf("the slow request ended before the soft stop: the test did not test it")
 		}
 		if code != 0 {
@@ -60,7 +62,7 @@ func TestH2_GOAWAYAndInFlightStreamsComplete(t *testing.T) {
 
 		h2 := newH2Client(cfg.h2Addr())
 		defer h2.close()
-		if o := h2.get("/", requestTimeout); o.kind != kindOK || o.conn != 1 {
+		if o := h2.get("/", requestTimeout); o.kind != harness.KindOK || o.conn != 1 {
 			t.Fatalf("h2c request before the drain: %v", o)
 		}
 		streams := make(chan outcome, 2)
@@ -87,7 +89,7 @@ func TestH2_GOAWAYAndInFlightStreamsComplete(t *testing.T) {
 		goAway := conns[0].goAwayAt()
 		t.Log(h2.rec.summary())
 		t.Logf("soft stop %s after SIGTERM; GOAWAY on conn 1 %s after SIGTERM; streams %v; next request %v; exit %d after %s",
-			soft.at.Sub(term), goAway.Sub(term), slow, next, code, exitAt.Sub(term))
+			soft.At.Sub(term), goAway.Sub(term), slow, next, code, exitAt.Sub(term))
 
 		if goAway.IsZero() {
 			t.Error("conn 1 received no GOAWAY")
@@ -95,7 +97,7 @@ func TestH2_GOAWAYAndInFlightStreamsComplete(t *testing.T) {
 			t.Error("conn 1 received GOAWAY before the stop request")
 		}
 		for _, o := range slow {
-			if o.kind != kindOK || o.status != 200 || o.conn != 1 || !o.end.After(soft.at) {
+			if o.kind != harness.KindOK || o.status != 200 || o.conn != 1 || !o.end.After(soft.At) {
 				t.Errorf("in-flight stream %v, want 200 on conn 1 ending after the soft stop", o)
 			}
 		}
@@ -130,12 +132,12 @@ func TestHardStop_HeldConnectionAtDeadline(t *testing.T) {
 		term := s.signal(syscall.SIGTERM)
 		soft := s.waitLog("soft stop", 5*time.Second)
 		code, exitAt := s.waitExit(grace)
-		hard, ok := s.findLog("hard stop")
+		hard, ok := s.Find("hard stop", nil)
 		if !ok {
 			// Name the deviation, then check the timing on the nearest line.
-			for _, l := range s.logs() {
-				if strings.HasPrefix(l.msg, "hard stop") {
-					t.Errorf(`hapsuper logged %q: the contract's message is the constant "hard stop" (details belong in fields)`, l.msg)
+			for _, l := range s.Lines() {
+				if strings.HasPrefix(l.Msg, "hard stop") {
+					t.Errorf(`hapsuper logged %q: the contract's message is the constant "hard stop" (details belong in fields)`, l.Msg)
 					hard, ok = l, true
 					break
 				}
@@ -153,15 +155,15 @@ func TestHardStop_HeldConnectionAtDeadline(t *testing.T) {
 		toExit := exitAt.Sub(term)
 		t.Log(slow.rec.summary())
 		t.Logf("soft stop %s, hard stop %s, exit %d at %s after SIGTERM; margin left before the grace period: %s; held connection ended at %s (%v)",
-			soft.at.Sub(term), hard.at.Sub(term), code, toExit, grace-toExit, held.closed.Sub(term), held.err)
+			soft.At.Sub(term), hard.At.Sub(term), code, toExit, grace-toExit, held.closed.Sub(term), held.err)
 
-		if d := hard.at.Sub(term); d < deadline-schedTolerance || d > deadline+schedTolerance+pollInterval {
+		if d := hard.At.Sub(term); d < deadline-schedTolerance || d > deadline+schedTolerance+pollInterval {
 			t.Errorf("hard stop %s after SIGTERM, want at the deadline %s", d, deadline)
 		}
 		if toExit > deadline+time.Second {
 			t.Errorf("hapsuper exited %s after SIGTERM, want ≤ grace − margin + 1s = %s", toExit, deadline+time.Second)
 		}
-		if held.closed.IsZero() || held.closed.Before(soft.at) {
+		if held.closed.IsZero() || held.closed.Before(soft.At) {
 			t.Errorf("the held connection ended at %v, before the soft stop: it did not hold", held.closed)
 		}
 		checkNoHAProxyLeft(t, dir)

@@ -65,16 +65,16 @@ func TestIngressController_ReloadsDuringDrain(t *testing.T) {
 		term := s.signal(syscall.SIGTERM)
 		s.waitLog("drain started", 2*time.Second)
 		time.Sleep(3 * time.Second)
-		if l, ok := s.findLog("drain ended"); ok {
+		if l, ok := s.Find("drain ended", nil); ok {
 			t.Errorf("drain ended %s after SIGTERM while the client was still sending (%s): reloads cut it short",
-				l.at.Sub(term), l.str("reason"))
+				l.At.Sub(term), l.Str("reason"))
 		}
 		cont.stop()
 		ended := s.waitLog("drain ended", 8*time.Second)
 		code, exitAt := s.waitExit(15 * time.Second)
 		t.Log(cont.rec.summary())
 		t.Logf("%d reloads answered, %d refused while the master re-executed; drain ended %s (%s) and hapsuper exited %d %s after SIGTERM",
-			reloads.Load(), reloadErrors.Load(), ended.at.Sub(term), ended.str("reason"), code, exitAt.Sub(term))
+			reloads.Load(), reloadErrors.Load(), ended.At.Sub(term), ended.Str("reason"), code, exitAt.Sub(term))
 
 		if reloads.Load() < 5 {
 			t.Errorf("only %d reloads went through: the controller did not exercise the drain", reloads.Load())

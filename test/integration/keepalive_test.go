@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop: a keep-alive
@@ -31,29 +33,29 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 		soft := s.waitLog("soft stop", 2*time.Second)
 		code, exitAt := s.waitExit(grace)
 		ka.stop()
-		refusedAfter := ka.rec.where(func(o outcome) bool { return o.kind == kindRefused && o.start.After(soft.at) })
+		refusedAfter := ka.rec.where(func(o outcome) bool { return o.kind == harness.KindRefused && o.start.After(soft.At) })
 		t.Log(ka.rec.summary())
 		t.Logf("drain ended %s after SIGTERM (%s, max wait %s); soft stop %s; exit %d after %s; %d refused new connections after the soft stop",
-			ended.at.Sub(term), ended.str("reason"), maxWait, soft.at.Sub(term), code, exitAt.Sub(term), len(refusedAfter))
+			ended.At.Sub(term), ended.Str("reason"), maxWait, soft.At.Sub(term), code, exitAt.Sub(term), len(refusedAfter))
 
-		for _, l := range s.logs() {
-			if l.msg == "config warning" && strings.Contains(l.str("warning"), "idle-close-on-response") {
-				t.Errorf("config warning about idle-close-on-response although it is set: %s", l.raw)
+		for _, l := range s.Lines() {
+			if l.Msg == "config warning" && strings.Contains(l.Str("warning"), "idle-close-on-response") {
+				t.Errorf("config warning about idle-close-on-response although it is set: %s", l.Raw)
 			}
 		}
-		if r := ended.str("reason"); r != "bound" {
+		if r := ended.Str("reason"); r != "bound" {
 			t.Errorf("drain ended with reason %q under a client sending every 200 ms, want bound", r)
 		}
-		if d := ended.at.Sub(term); d < maxWait-pollInterval || d > maxWait+2*pollInterval+schedTolerance {
+		if d := ended.At.Sub(term); d < maxWait-pollInterval || d > maxWait+2*pollInterval+schedTolerance {
 			t.Errorf("drain ended %s after SIGTERM, want max wait %s (2/3 of grace − margin)", d, maxWait)
 		}
 		if bad := ka.rec.where(func(o outcome) bool {
-			return o.kind != kindOK && !(o.kind == kindRefused && o.start.After(soft.at))
+			return o.kind != harness.KindOK && !(o.kind == harness.KindRefused && o.start.After(soft.At))
 		}); len(bad) > 0 {
 			t.Errorf("%d keep-alive requests failed (other than a refused new connection after the soft stop):%s", len(bad), describe(bad, 10))
 		}
 		closed := ka.rec.where(func(o outcome) bool {
-			return o.kind == kindOK && o.connClose && o.reused && o.end.After(soft.at)
+			return o.kind == harness.KindOK && o.connClose && o.reused && o.end.After(soft.At)
 		})
 		if len(closed) == 0 {
 			t.Error("no reply with Connection: close on the reused connection after the soft stop")
@@ -76,9 +78,9 @@ func TestKeepAlive_WithoutIdleCloseOnResponse_Warns(t *testing.T) {
 		s.waitReady(cfg.webAddr())
 
 		var warnings []string
-		for _, l := range s.logs() {
-			if l.msg == "config warning" {
-				warnings = append(warnings, l.str("warning"))
+		for _, l := range s.Lines() {
+			if l.Msg == "config warning" {
+				warnings = append(warnings, l.Str("warning"))
 			}
 		}
 		t.Logf("config warnings: %q", warnings)

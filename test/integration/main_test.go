@@ -9,7 +9,7 @@
 // every wait in it is bounded. It needs root (PID namespaces, signalling
 // HAProxy's workers); without root every test skips and says so.
 //
-// Run: go test ./test/integration/ -count=1 -v -timeout 20m
+// Run: cd test && go test ./integration/ -count=1 -v -timeout 20m
 // (HAProxy 3.0 needs `bash hack/haproxy-trixie.sh` first; CI=true makes its
 // absence a failure.)
 package integration
@@ -17,10 +17,9 @@ package integration
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 var (
@@ -53,32 +52,11 @@ func runMain(m *testing.M) int {
 	if missingVersion != "" {
 		fmt.Fprintf(os.Stderr, "integration: %s\n", missingVersion)
 	}
-	tmp, err := os.MkdirTemp("", "hapsuper-integration-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "create the build directory:", err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
 	if skipReason == "" {
-		binPath, buildErr = build(tmp)
+		binPath, buildErr = harness.Binary()
+		defer harness.RemoveBinary()
 	}
 	return m.Run()
-}
-
-// build compiles ./cmd/hapsuper of the module this test belongs to.
-func build(dir string) (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("find the module root with go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(dir, "hapsuper")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/hapsuper in %s: %w\n%s", root, err, out)
-	}
-	return bin, nil
 }
 
 // requireRoot skips the test when the machine cannot run the suite.

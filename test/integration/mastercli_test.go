@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // masterCommand sends one line to HAProxy's master CLI and returns the
@@ -147,7 +149,7 @@ func (b *bareHAProxy) wait(t *testing.T, timeout time.Duration) int {
 	case <-time.After(timeout):
 		t.Fatalf("haproxy master still running after %s", timeout)
 	}
-	return exitCode(b.state)
+	return harness.ExitCode(b.state)
 }
 
 // workers returns the current workers from the master CLI.
@@ -159,12 +161,4 @@ func (b *bareHAProxy) workers(t *testing.T) []int {
 	}
 	cur, _ := showProcWorkers(out)
 	return cur
-}
-
-// exitCode is the shell's view of a process's end: its code, or 128+signal.
-func exitCode(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }

@@ -1,38 +1,19 @@
 package integration
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
-
-// kind classifies what a client saw for one request.
-type kind string
-
-// The kinds of outcome a client records.
-const (
-	kindOK      kind = "ok"      // a 2xx-4xx response read in full
-	kindRefused kind = "refused" // ECONNREFUSED on connect
-	kindReset   kind = "reset"   // ECONNRESET, EPIPE or EOF before the reply was complete
-	kind5xx     kind = "5xx"     // a response with a 5xx status
-	kindTimeout kind = "timeout" // the request's own deadline passed
-	kindOther   kind = "other"   // anything else
-)
-
-var allKinds = []kind{kindOK, kindRefused, kindReset, kind5xx, kindTimeout, kindOther}
 
 // outcome is one request as the client saw it.
 type outcome struct {
 	start, end time.Time
-	kind       kind
+	kind       harness.Kind
 	status     int
 	connClose  bool // the response carried Connection: close
 	reused     bool // sent on a connection that had already served a request
@@ -100,8 +81,8 @@ func (r *recorder) where(keep func(outcome) bool) []outcome {
 }
 
 // counts returns the number of outcomes of each kind.
-func (r *recorder) counts() map[kind]int {
-	m := map[kind]int{}
+func (r *recorder) counts() map[harness.Kind]int {
+	m := map[harness.Kind]int{}
 	for _, o := range r.all() {
 		m[o.kind]++
 	}
@@ -110,7 +91,7 @@ func (r *recorder) counts() map[kind]int {
 
 // failures returns every outcome that is not ok.
 func (r *recorder) failures() []outcome {
-	return r.where(func(o outcome) bool { return o.kind != kindOK })
+	return r.where(func(o outcome) bool { return o.kind != harness.KindOK })
 }
 
 // lastStart is the start of the last request, zero when none was sent.
@@ -128,7 +109,7 @@ func (r *recorder) lastStart() time.Time {
 func (r *recorder) summary() string {
 	c := r.counts()
 	parts := []string{fmt.Sprintf("%d requests", len(r.all()))}
-	for _, k := range allKinds {
+	for _, k := range harness.Kinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
 	}
 	return r.name + ": " + strings.Join(parts, " ")
@@ -137,48 +118,5 @@ func (r *recorder) summary() string {
 // describe lists at most n outcomes, for failure messages.
 func describe(os []outcome, n int) string {
 	sort.Slice(os, func(i, j int) bool { return os[i].start.Before(os[j].start) })
-	var b strings.Builder
-	for i, o := range os {
-		if i == n {
-			fmt.Fprintf(&b, "\n  ... %d more", len(os)-n)
-			break
-		}
-		b.WriteString("\n  " + o.String())
-	}
-	return b.String()
-}
-
-// classify maps a request error to a kind; nil is ok.
-func classify(err error) kind {
-	var ne net.Error
-	switch {
-	case err == nil:
-		return kindOK
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return kindRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return kindReset
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
-		return kindTimeout
-	}
-	// Errors that lost their chain on the way (x/net/http2 formats some).
-	s := err.Error()
-	switch {
-	case strings.Contains(s, "connection refused"):
-		return kindRefused
-	case strings.Contains(s, "connection reset"), strings.Contains(s, "broken pipe"),
-		strings.Contains(s, "EOF"), strings.Contains(s, "connection lost"):
-		return kindReset
-	}
-	return kindOther
-}
-
-// classifyStatus maps a complete response to ok or 5xx.
-func classifyStatus(status int) kind {
-	if status >= 500 {
-		return kind5xx
-	}
-	return kindOK
+	return harness.Describe(os, n)
 }

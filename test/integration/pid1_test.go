@@ -87,14 +87,14 @@ func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
 
 		var hpid int
 		for end := time.Now().Add(5 * time.Second); hpid == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			for _, p := range childrenOf(s.pid) {
+			for _, p := range childrenOf(s.Pid()) {
 				if p.comm == "hapsuper" {
 					hpid = p.pid
 				}
 			}
 		}
 		if hpid == 0 {
-			t.Fatalf("no hapsuper child of unshare (pid %d)", s.pid)
+			t.Fatalf("no hapsuper child of unshare (pid %d)", s.Pid())
 		}
 		most := watchOrphans(hpid, (orphanSleep+10)*time.Second)
 		s.waitReady(cfg.webAddr())
@@ -126,13 +126,13 @@ func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
 		cfg := newConfig(t, startBackend(t))
 		wrapper := writeOrphanWrapper(t, h, dir)
 		s := startCommand(t, dir, nil, supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir)))
-		most := watchOrphans(s.pid, (orphanSleep+10)*time.Second)
+		most := watchOrphans(s.Pid(), (orphanSleep+10)*time.Second)
 		s.waitReady(cfg.webAddr())
 		t.Logf("at most %d of %d orphan sleeps were hapsuper's children at once", most, orphans)
 		if most < orphans/4 {
 			t.Errorf("hapsuper inherited at most %d orphans at once: it is not a subreaper", most)
 		}
-		checkReaped(t, s.pid)
+		checkReaped(t, s.Pid())
 		term := s.signal(syscall.SIGTERM)
 		code, exitAt := s.waitExit(10 * time.Second)
 		t.Logf("exit %d after %s", code, exitAt.Sub(term))

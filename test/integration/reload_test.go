@@ -48,18 +48,18 @@ func TestReload_DuringDrain(t *testing.T) {
 					t.Fatalf("no new worker 5 s after the reload: before %v, status %+v", before, d.Workers)
 				}
 				time.Sleep(time.Until(reloadAt.Add(2500 * time.Millisecond)))
-				if l, ok := s.findLog("drain ended"); ok {
-					t.Errorf("drain ended %s after the reload while the client was still sending (%s)", l.at.Sub(reloadAt), l.str("reason"))
+				if l, ok := s.Find("drain ended", nil); ok {
+					t.Errorf("drain ended %s after the reload while the client was still sending (%s)", l.At.Sub(reloadAt), l.Str("reason"))
 				}
 				cont.stop()
 				ended := s.waitLog("drain ended", 6*time.Second)
 				code, exitAt := s.waitExit(10 * time.Second)
 				t.Log(cont.rec.summary())
 				t.Logf("workers before the reload %v, after %v; reload %s after SIGTERM; drain ended %s after SIGTERM; exit %d after %s",
-					before, d.currentWorkers(), reloadAt.Sub(term), ended.at.Sub(term), code, exitAt.Sub(term))
+					before, d.currentWorkers(), reloadAt.Sub(term), ended.At.Sub(term), code, exitAt.Sub(term))
 
 				if tc.name == "SIGHUP" {
-					if _, ok := s.findLog("reload"); !ok {
+					if _, ok := s.Find("reload", nil); !ok {
 						t.Error(`no "reload" log after SIGHUP`)
 					}
 				}

@@ -42,7 +42,7 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		flags := []string{"--routing", "endpointslices", "--kubeconfig", kubeconfig,
 			"--log-level", "debug", "--metrics-addr", metricsAddr}
 		s := startCommand(t, dir, env, supervisorArgs(dir, flags, h.command(t, dir), "-f", cfg.write(t, dir)))
-		if _, ok := s.awaitLog("haproxy ready", 15*time.Second); !ok {
+		if _, ok := s.Wait("haproxy ready", nil, 15*time.Second, nil); !ok {
 			code, _ := s.waitExit(5 * time.Second)
 			t.Fatalf("HAProxy did not become ready with an unreachable apiserver: hapsuper exited %d (an unreachable apiserver must not stop HAProxy from starting)", code)
 		}
@@ -65,12 +65,12 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		ended := s.waitLog("drain ended", b.bound())
 		soft := s.waitLog("soft stop", time.Second)
 		code, exitAt := s.waitExit(b.grace)
-		out := s.stderr()
-		haproxyExited, _ := s.findLog("haproxy exited")
+		out := s.String()
+		haproxyExited, _ := s.Find("haproxy exited", nil)
 		t.Log(cont.rec.summary())
 		t.Logf("drain ended %s after SIGTERM (%s: %s); HAProxy exited %s after SIGTERM, hapsuper %s after HAProxy with %d; %d lines of output, %d bytes of status JSON, %d bytes of metrics",
-			ended.at.Sub(term), ended.str("reason"), ended.str("detail"), haproxyExited.at.Sub(term), exitAt.Sub(haproxyExited.at),
-			code, len(s.logs()), len(statusJSON), len(metrics))
+			ended.At.Sub(term), ended.Str("reason"), ended.Str("detail"), haproxyExited.At.Sub(term), exitAt.Sub(haproxyExited.At),
+			code, len(s.Lines()), len(statusJSON), len(metrics))
 
 		for name, secret := range map[string]string{"the kubeconfig's token": token, "an environment secret": envSecret} {
 			for where, text := range map[string]string{"hapsuper's output": out, "status --json": statusJSON,
@@ -84,13 +84,13 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 			t.Errorf("the status or the metrics scrape is not what the test should search (status %q, metrics %d bytes)",
 				statusJSON, len(metrics))
 		}
-		if s.countLog("routing observation on") == 0 {
+		if len(s.All("routing observation on")) == 0 {
 			t.Error(`no "routing observation on": the secret was not where it might leak`)
 		}
-		if r := ended.str("reason"); r != "unverified" {
+		if r := ended.Str("reason"); r != "unverified" {
 			t.Errorf("drain ended with reason %q, want unverified (the routing watch never synced)", r)
 		}
-		if gap := ended.at.Sub(cont.rec.lastStart()); gap < quietPeriod-pollInterval || gap > quietPeriod+2*pollInterval+schedTolerance {
+		if gap := ended.At.Sub(cont.rec.lastStart()); gap < quietPeriod-pollInterval || gap > quietPeriod+2*pollInterval+schedTolerance {
 			t.Errorf("drain ended %s after the last request, want one quiet period %s", gap, quietPeriod)
 		}
 		if code != 0 {
@@ -98,10 +98,10 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		}
 		// The routing watch, still retrying the apiserver, must not hold
 		// hapsuper up once HAProxy is gone.
-		if d := exitAt.Sub(haproxyExited.at); haproxyExited.at.IsZero() || d > time.Second {
-			t.Errorf("hapsuper exited %s after HAProxy (at %v): want within 1 s", d, haproxyExited.at)
+		if d := exitAt.Sub(haproxyExited.At); haproxyExited.At.IsZero() || d > time.Second {
+			t.Errorf("hapsuper exited %s after HAProxy (at %v): want within 1 s", d, haproxyExited.At)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.at, cont.rec)
+		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
 	})
 }
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // nobody is the unprivileged user the tests run clients as.
@@ -38,7 +40,7 @@ func runAs(t *testing.T, cred *syscall.Credential, stdin string, argv ...string)
 		t.Fatalf("start %s as %+v: %v", strings.Join(argv, " "), cred, err)
 	}
 	_ = cmd.Wait()
-	return out.String(), errb.String(), exitCode(cmd.ProcessState)
+	return out.String(), errb.String(), harness.ExitCode(cmd.ProcessState)
 }
 
 // sharedDir makes a directory under /tmp that other users may traverse
@@ -128,7 +130,7 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 		if reply.MasterPid != 0 || len(reply.Workers) > 0 || reply.Phase != "" || strings.Contains(raw, strconv.Itoa(master)) {
 			t.Errorf("the refusal carries status (master %d): %q", master, raw)
 		}
-		if _, ok := s.awaitLog("status request refused", 2*time.Second); !ok {
+		if _, ok := s.Wait("status request refused", nil, 2*time.Second, nil); !ok {
 			t.Error(`no "status request refused" in hapsuper's log`)
 		}
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os/exec"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // statusDoc is `hapsuper status --json`, as the CLI contract defines it.
@@ -51,7 +53,7 @@ func (s *supervisor) runStatus(extra ...string) (string, string, int) {
 	_ = cmd.Run()
 	code := -1
 	if cmd.ProcessState != nil {
-		code = exitCode(cmd.ProcessState)
+		code = harness.ExitCode(cmd.ProcessState)
 	}
 	return out.String(), errb.String(), code
 }

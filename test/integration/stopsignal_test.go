@@ -24,7 +24,7 @@ func TestStopSignal_SIGUSR1DrainsLikeSIGTERM(t *testing.T) {
 		ended := s.waitLog("drain ended", 10*time.Second)
 		code, exitAt := s.waitExit(10 * time.Second)
 		t.Log(cont.rec.summary())
-		t.Logf("drain ended %s after SIGUSR1, exit %d after %s", ended.at.Sub(sig), code, exitAt.Sub(sig))
+		t.Logf("drain ended %s after SIGUSR1, exit %d after %s", ended.At.Sub(sig), code, exitAt.Sub(sig))
 
 		if bad := cont.rec.failures(); len(bad) > 0 {
 			t.Errorf("%d failed requests:%s", len(bad), describe(bad, 5))
@@ -62,16 +62,16 @@ func TestStopSignal_SecondSIGTERMDoesNotSkipDrain(t *testing.T) {
 		code, exitAt := s.waitExit(10 * time.Second)
 		t.Log(cont.rec.summary())
 		t.Logf("second SIGTERM %s after the first; drain ended %s after the second; exit %d after %s",
-			second.Sub(first), ended.at.Sub(second), code, exitAt.Sub(first))
+			second.Sub(first), ended.At.Sub(second), code, exitAt.Sub(first))
 
 		if bad := cont.rec.failures(); len(bad) > 0 {
 			t.Errorf("%d failed requests:%s", len(bad), describe(bad, 5))
 		}
 		checkQuietEnd(t, ended, cont.rec.lastStart())
-		if n := s.countLog("drain started"); n != 1 {
+		if n := len(s.All("drain started")); n != 1 {
 			t.Errorf("%d drains started, want 1", n)
 		}
-		if _, ok := s.findLog("hard stop"); ok {
+		if _, ok := s.Find("hard stop", nil); ok {
 			t.Error("hapsuper hard-stopped HAProxy after a second SIGTERM")
 		}
 		if code != 0 {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // TestWithdrawnCounters_PerFrontend: what the drain counts once routing is
@@ -22,9 +24,9 @@ func TestWithdrawnCounters_PerFrontend(t *testing.T) {
 		s.waitReady(cfg.webAddr())
 
 		var warnings []string
-		for _, l := range s.logs() {
-			if l.msg == "config warning" && strings.Contains(l.str("warning"), "idle-close-on-response") {
-				warnings = append(warnings, l.str("warning"))
+		for _, l := range s.Lines() {
+			if l.Msg == "config warning" && strings.Contains(l.Str("warning"), "idle-close-on-response") {
+				warnings = append(warnings, l.Str("warning"))
 			}
 		}
 		if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "frontend web:") {
@@ -39,20 +41,20 @@ func TestWithdrawnCounters_PerFrontend(t *testing.T) {
 		h2 := newH2Client(cfg.h2Addr())
 		defer h2.close()
 		// Open both connections, then take the baseline.
-		if o := web.get("/", false, requestTimeout); o.kind != kindOK {
+		if o := web.get("/", false, requestTimeout); o.kind != harness.KindOK {
 			t.Fatalf("first request on web: %+v", o)
 		}
-		if o := h2.get("/", requestTimeout); o.kind != kindOK {
+		if o := h2.get("/", requestTimeout); o.kind != harness.KindOK {
 			t.Fatalf("first h2c request: %+v", o)
 		}
 		before := s.settledCounters(t)
 
 		const n = 10
 		for range n {
-			if o := web.get("/", false, requestTimeout); o.kind != kindOK {
+			if o := web.get("/", false, requestTimeout); o.kind != harness.KindOK {
 				t.Fatalf("kept-alive request on web: %+v", o)
 			}
-			if o := h2.get("/", requestTimeout); o.kind != kindOK {
+			if o := h2.get("/", requestTimeout); o.kind != harness.KindOK {
 				t.Fatalf("h2c request: %+v", o)
 			}
 		}

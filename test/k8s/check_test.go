@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -59,12 +60,12 @@ func (e *drainEnv) runCheck(t *testing.T, p *k8stest.Pod, cfg string, asJSON boo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	args := []string{"check", "--routing", "kube-proxy", "--kubeconfig", e.kubeconfig, "--grace-period", "60s"}
+	args := []string{"check", "--routing", "kube-proxy", "--kubeconfig", e.Kubeconfig, "--grace-period", "60s"}
 	if asJSON {
 		args = append(args, "--json")
 	}
 	args = append(args, "--", "/usr/sbin/haproxy", "-f", cfg)
-	cmd := p.Command(ctx, e.bin, args...)
+	cmd := p.Command(ctx, e.Bin, args...)
 	cmd.Env = []string{
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 		"POD_NAME=" + p.Name, "POD_NAMESPACE=" + p.Namespace,
@@ -134,13 +135,13 @@ func (c checkRun) want(t *testing.T, code int, area, subject, status, text strin
 func TestCheck_RealCluster(t *testing.T) {
 	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
 	e.service(t, "web", false)
-	pod := e.h.AddPod(t, 1, "web-a", map[string]string{"app": "web"})
+	pod := e.H.AddPod(t, 1, "web-a", map[string]string{"app": "web"})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	if err := e.h.SetPodReady(ctx, pod, true); err != nil {
+	if err := e.H.SetPodReady(ctx, pod, true); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(e.dir, "check")
+	dir := filepath.Join(e.Dir, "check")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +171,30 @@ func TestCheck_RealCluster(t *testing.T) {
 				t.Errorf("want one OK row %s %q saying %q, got %+v", w.area, w.subject, w.text, rows)
 			}
 		}
+		// One list of grants: each request check asks about is allowed by
+		// a rule of the overlay the env applied, and each rule allows a
+		// request check asks about.
+		overlay, err := kube.RenderIn(t, "overlays/kube-proxy", k8stest.PodNamespace, "").Grants()
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := make([]bool, len(overlay))
+		for _, r := range c.rows {
+			if r.Area != "grants" {
+				continue
+			}
+			i := slices.IndexFunc(overlay, func(g kube.Grant) bool { return g.Allows(r.Subject) })
+			if i < 0 {
+				t.Errorf("hapsuper check asks for %q; no rule of deploy/overlays/kube-proxy grants it", r.Subject)
+				continue
+			}
+			used[i] = true
+		}
+		for i, g := range overlay {
+			if !used[i] {
+				t.Errorf("deploy/overlays/kube-proxy grants %v; hapsuper check asks for nothing it allows", g)
+			}
+		}
 		text := e.runCheck(t, pod, good, false)
 		t.Logf("hapsuper check:\n%s", text.out)
 		if text.code != 0 || !strings.Contains(text.out, "OK: ") {
@@ -187,16 +212,16 @@ func TestCheck_RealCluster(t *testing.T) {
 			ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "web"},
 			Ports: []corev1.ServicePort{{Name: "http", Port: 8080}},
 		}}
-		if _, err := e.h.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		defer func() {
 			// The Service and its slices, as the garbage collector (not
 			// run by the harness) would remove them.
-			if err := e.h.Client.CoreV1().Services(k8stest.PodNamespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+			if err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 				t.Error(err)
 			}
-			if err := e.h.Client.DiscoveryV1().EndpointSlices(k8stest.PodNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+			if err := e.H.Client.DiscoveryV1().EndpointSlices(k8stest.PodNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
 				metav1.ListOptions{LabelSelector: discovery.LabelServiceName + "=" + svc.Name}); err != nil {
 				t.Error(err)
 			}
@@ -206,11 +231,11 @@ func TestCheck_RealCluster(t *testing.T) {
 	})
 
 	t.Run("node2 healthz blocked", func(t *testing.T) {
-		nft(t, e.h.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-check {
+		nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-check {
 	chain in { type filter hook input priority -10; policy accept; tcp dport %d drop; }
 }
 `, k8stest.HealthzPort))
-		defer nft(t, e.h.Node(2).NetNS, "delete table ip hapsuper-check\n")
+		defer nft(t, e.H.Node(2).NetNS, "delete table ip hapsuper-check\n")
 		c := e.runCheck(t, pod, good, true)
 		c.want(t, 1, "kube-proxy", "node2", "WARN", "unreachable")
 		if rows := c.find("kube-proxy", "node1", "IPv4 last sync"); len(rows) != 1 || rows[0].Status != "OK" {
@@ -219,7 +244,7 @@ func TestCheck_RealCluster(t *testing.T) {
 	})
 
 	t.Run("grant removed", func(t *testing.T) {
-		roles := e.h.Client.RbacV1().Roles(k8stest.PodNamespace)
+		roles := e.H.Client.RbacV1().Roles(k8stest.PodNamespace)
 		role, err := roles.Get(ctx, "hapsuper", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -22,19 +22,19 @@ func TestDrain_APIServerKilled(t *testing.T) {
 	// the drain runs to the bound.
 	t.Run("before the slice update", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
 		killAPIServer(t, e)
 		a.sigterm(t)
 		r := a.afterStop(t, tr, false)
 
-		checkNoFailures(t, tr, r.ended)
-		if r.reason != "bound" && r.reason != "unverified" {
-			t.Errorf("drain ended %q (%s): want bound or unverified", r.reason, r.detail)
+		checkNoFailures(t, tr, r.Ended)
+		if r.Reason != "bound" && r.Reason != "unverified" {
+			t.Errorf("drain ended %q (%s): want bound or unverified", r.Reason, r.Detail)
 		}
-		if !r.withdrawn.IsZero() {
-			t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver gone", r.withdrawn.Sub(r.deleted))
+		if !r.Withdrawn.IsZero() {
+			t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver gone", r.Withdrawn.Sub(r.deleted))
 		}
 	})
 	// Killed once hapsuper's watch saw the slice withdraw web-a, before the
@@ -42,28 +42,28 @@ func TestDrain_APIServerKilled(t *testing.T) {
 	// the nodes to ask them, so the quiet period decides: unverified.
 	t.Run("after the slice update", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
-		if _, ok := a.log.Wait("routing path withdrawn in the API", nil, 5*time.Second, a.done); !ok {
-			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.log.Tail(20))
+		if _, ok := a.Wait("routing path withdrawn in the API", nil, 5*time.Second, a.Done()); !ok {
+			t.Fatalf("hapsuper did not see web-a withdrawn in the API within 5s of the delete:\n%s", a.Tail(20))
 		}
 		// The premise is that the kube-proxies have the change: wait until
 		// no node's rules hold web-a (a kube-proxy's watch can lag ours by
 		// seconds on a loaded machine; killed earlier, node1 kept routing to
 		// web-a and the drain rightly ran to the bound).
-		waitRulesWithout(t, e.h.Nodes(), a.IP, 10*time.Second)
+		waitRulesWithout(t, e.H.Nodes(), a.IP, 10*time.Second)
 		killAPIServer(t, e)
 		a.sigterm(t)
 		r := a.afterStop(t, tr, false)
 
 		checkNoFailures(t, tr, time.Time{})
 		checkReason(t, r, "unverified")
-		if !strings.Contains(r.detail, "list nodes") {
-			t.Errorf("drain detail %q: want it to say the nodes could not be listed", r.detail)
+		if !strings.Contains(r.Detail, "list nodes") {
+			t.Errorf("drain detail %q: want it to say the nodes could not be listed", r.Detail)
 		}
-		if !r.withdrawn.IsZero() {
-			t.Errorf("hapsuper logged routing withdrawn at +%v without any kube-proxy confirmation", r.withdrawn.Sub(r.deleted))
+		if !r.Withdrawn.IsZero() {
+			t.Errorf("hapsuper logged routing withdrawn at +%v without any kube-proxy confirmation", r.Withdrawn.Sub(r.deleted))
 		}
 	})
 }
@@ -73,7 +73,7 @@ func (p *hapPod) deleteOnly(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.e.h.DeletePod(ctx, p.Pod, drainGrace); err != nil {
+	if err := p.e.H.DeletePod(ctx, p.Pod, drainGrace); err != nil {
 		t.Fatal(err)
 	}
 	p.deletedAt = time.Now()
@@ -108,7 +108,7 @@ func waitRulesWithout(t *testing.T, nodes []*k8stest.Node, ip netip.Addr, bound 
 func killAPIServer(t *testing.T, e *drainEnv) {
 	t.Helper()
 	at := time.Now()
-	if err := e.h.APIServerProcess().Kill(); err != nil {
+	if err := e.H.APIServerProcess().Kill(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("kube-apiserver killed in %v", time.Since(at).Round(time.Millisecond))

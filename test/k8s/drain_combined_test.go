@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -20,14 +20,14 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 	// never drop web-a. The drain runs to the bound.
 	t.Run("at the delete", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.deleteOnly(t)
 		killAPIServerAndKubeProxy(t, e, 2)
 		a.sigterm(t)
 		r := a.afterStop(t, tr, false)
 
-		checkNoFailures(t, tr, r.ended)
+		checkNoFailures(t, tr, r.Ended)
 		checkCombinedVerdict(t, r)
 	})
 	// Killed once hapsuper, draining, has listed the nodes to ask: node1's
@@ -37,28 +37,28 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 	// naming node2 (they went quiet).
 	t.Run("during the drain", func(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		a.terminate(t)
-		if _, ok := a.log.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.done); !ok {
-			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.log.Tail(20))
+		if _, ok := a.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.Done()); !ok {
+			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.Tail(20))
 		}
 		killed := killAPIServerAndKubeProxy(t, e, 2)
 		r := a.afterStop(t, tr, false)
 
-		checkNoFailures(t, tr, r.ended)
+		checkNoFailures(t, tr, r.Ended)
 		// hapsuper polls every node as soon as it has listed them: node2
 		// may have confirmed before the kill (it had synced). Then the
 		// scenario did not happen and routed-away is the right verdict;
 		// it is wrong only if node2 confirmed after its kube-proxy died.
-		if c, ok := a.log.Find("kube-proxy confirmed the withdrawal", func(l k8sdrain.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
-			t.Logf("node2 confirmed %v before the kill: the race this scenario needs was lost; drain ended %s (%s)", killed.Sub(c.At).Round(time.Millisecond), r.reason, r.detail)
+		if c, ok := a.Find("kube-proxy confirmed the withdrawal", func(l harness.Entry) bool { return l.Str("node") == "node2" }); ok && c.At.Before(killed) {
+			t.Logf("node2 confirmed %v before the kill: the race this scenario needs was lost; drain ended %s (%s)", killed.Sub(c.At).Round(time.Millisecond), r.Reason, r.Detail)
 			checkReason(t, r, "routed-away")
 			return
 		}
 		checkCombinedVerdict(t, r)
-		if !strings.Contains(r.detail, "node2") {
-			t.Errorf("drain detail %q: want node2, whose kube-proxy is gone, named", r.detail)
+		if !strings.Contains(r.Detail, "node2") {
+			t.Errorf("drain detail %q: want node2, whose kube-proxy is gone, named", r.Detail)
 		}
 	})
 }
@@ -69,7 +69,7 @@ func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) (killed time
 	t.Helper()
 	at := time.Now()
 	killAPIServer(t, e)
-	kp := e.h.KubeProxy(node).Process()
+	kp := e.H.KubeProxy(node).Process()
 	if kp == nil {
 		t.Fatalf("node%d has no kube-proxy process to kill", node)
 	}
@@ -86,11 +86,11 @@ func killAPIServerAndKubeProxy(t *testing.T, e *drainEnv, node int) (killed time
 // see.
 func checkCombinedVerdict(t *testing.T, r drainRecord) {
 	t.Helper()
-	if r.reason != "bound" && r.reason != "unverified" {
-		t.Errorf("drain ended %q (%s): want bound or unverified", r.reason, r.detail)
+	if r.Reason != "bound" && r.Reason != "unverified" {
+		t.Errorf("drain ended %q (%s): want bound or unverified", r.Reason, r.Detail)
 	}
-	if !r.withdrawn.IsZero() {
-		t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver and node2's kube-proxy gone", r.withdrawn.Sub(r.deleted))
+	if !r.Withdrawn.IsZero() {
+		t.Errorf("hapsuper logged routing withdrawn at +%v with the apiserver and node2's kube-proxy gone", r.Withdrawn.Sub(r.deleted))
 	}
 	if d, limit := r.exit.Sub(r.term), drainGrace-2*time.Second; d >= limit {
 		t.Errorf("hapsuper exited %v after SIGTERM: want before the grace period less the margin, %v", d, limit)

@@ -10,23 +10,17 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
+
+	"github.com/hapsuper/hapsuper/test/harness/kube"
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
 // The drain timings every scenario uses: a 12 s grace period leaves a stop
@@ -37,119 +31,16 @@ const (
 	drainQuiet = time.Second
 )
 
-// hapsuperBuild is the hapsuper binary built once for the test process, in
-// a directory named like the harness's own (hapsuper-k8s-<pid>-…), so that
-// a later run removes it when this one crashed.
-var hapsuperBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// hapsuperBinary builds ./cmd/hapsuper once per test process.
-func hapsuperBinary(t *testing.T) string {
-	t.Helper()
-	hapsuperBuild.once.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			hapsuperBuild.err = fmt.Errorf("find the module root with go env GOMOD: %w", err)
-			return
-		}
-		dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-bin-", os.Getpid()))
-		if err != nil {
-			hapsuperBuild.err = fmt.Errorf("create the build directory: %w", err)
-			return
-		}
-		bin := filepath.Join(dir, "hapsuper")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/hapsuper")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			hapsuperBuild.err = fmt.Errorf("go build ./cmd/hapsuper: %w\n%s", err, out)
-			return
-		}
-		hapsuperBuild.path = bin
-	})
-	if hapsuperBuild.err != nil {
-		t.Fatal(hapsuperBuild.err)
-	}
-	return hapsuperBuild.path
-}
-
-// drainEnv is one cluster prepared for hapsuper pods.
+// drainEnv is one cluster prepared for hapsuper pods (kube.Env: the
+// kube-proxy overlay's RBAC, rendered, and a kubeconfig of its
+// ServiceAccount).
 type drainEnv struct {
-	h          *k8stest.Harness
-	bin        string // the hapsuper binary
-	dir        string // pods' configs, sockets and the kubeconfig
-	kubeconfig string // ServiceAccount hapsuper's token, CA, apiserver address
+	*kube.Env
 }
 
-// newDrainEnv starts a cluster, applies overlays/kube-proxy's RBAC to the
-// namespace the pods live in, and writes a kubeconfig holding a token of its
-// ServiceAccount (TokenRequest API), checked to list what hapsuper lists.
 func newDrainEnv(t *testing.T, opts k8stest.Options) *drainEnv {
 	t.Helper()
-	bin := hapsuperBinary(t)
-	h := k8stest.Start(t, opts)
-	dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-drain-", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	e := &drainEnv{h: h, bin: bin, dir: dir, kubeconfig: filepath.Join(dir, "hapsuper.kubeconfig")}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a := newApplier(t, h)
-	for _, obj := range renderIn(t, "overlays/kube-proxy", k8stest.PodNamespace, "").Objects {
-		switch obj.GetKind() {
-		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-			if err := a.apply(ctx, obj, false); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	tr, err := h.Client.CoreV1().ServiceAccounts(k8stest.PodNamespace).CreateToken(ctx, "hapsuper",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}},
-		metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("request a token for ServiceAccount hapsuper: %v", err)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["k8stest"] = &clientcmdapi.Cluster{Server: "https://" + h.APIServer().String(), CertificateAuthorityData: h.Config.CAData}
-	cfg.AuthInfos["hapsuper"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["hapsuper"] = &clientcmdapi.Context{Cluster: "k8stest", AuthInfo: "hapsuper", Namespace: k8stest.PodNamespace}
-	cfg.CurrentContext = "hapsuper"
-	if err := clientcmd.WriteToFile(*cfg, e.kubeconfig); err != nil {
-		t.Fatalf("write kubeconfig: %v", err)
-	}
-	e.waitGrants(ctx, t)
-	return e
-}
-
-// waitGrants waits (bounded) until the token may list what hapsuper lists:
-// the bindings reach the RBAC authorizer a few milliseconds after the apply.
-func (e *drainEnv) waitGrants(ctx context.Context, t *testing.T) {
-	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err1 := c.DiscoveryV1().EndpointSlices(k8stest.PodNamespace).List(ctx, metav1.ListOptions{Limit: 1})
-		_, err2 := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
-		if err1 == nil && err2 == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ServiceAccount hapsuper still cannot list after 10s: endpointslices: %v; nodes: %v", err1, err2)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &drainEnv{kube.NewEnv(t, opts)}
 }
 
 // service creates a ClusterIP Service port 80 → 8080 selecting app=<name>
@@ -158,22 +49,9 @@ func (e *drainEnv) service(t *testing.T, name string, localTraffic bool) string 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	spec := corev1.ServiceSpec{
-		Type:     corev1.ServiceTypeClusterIP,
-		Selector: map[string]string{"app": name},
-		Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-	}
-	if localTraffic {
-		spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
-	}
-	svc, err := e.h.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx,
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	ip, err := e.Service(ctx, name, localTraffic, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
 	if err != nil {
-		t.Fatalf("create Service %s: %v", name, err)
-	}
-	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-	if err != nil {
-		t.Fatalf("ClusterIP of Service %s %q: %v", name, svc.Spec.ClusterIP, err)
+		t.Fatal(err)
 	}
 	return fmt.Sprintf("http://%s/", netip.AddrPortFrom(ip, 80))
 }
@@ -195,7 +73,7 @@ func (e *drainEnv) waitRouted(t *testing.T, url string, want map[int][]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i, pods := range want {
-		waitSeen(ctx, t, e.h.Node(i), url, pods...)
+		waitSeen(ctx, t, e.H.Node(i), url, pods...)
 	}
 }
 
@@ -203,11 +81,11 @@ func (e *drainEnv) waitRouted(t *testing.T, url string, want map[int][]string) {
 // on :8080: a replica that is not drained in the scenario.
 func (e *drainEnv) startPlainPod(t *testing.T, node int, name, app string) *k8stest.Pod {
 	t.Helper()
-	p := e.h.AddPod(t, node, name, map[string]string{"app": app})
+	p := e.H.AddPod(t, node, name, map[string]string{"app": app})
 	p.ServeHTTP(t, 8080, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.h.SetPodReady(ctx, p, true); err != nil {
+	if err := e.H.SetPodReady(ctx, p, true); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -219,7 +97,7 @@ func (e *drainEnv) drainEvent(t *testing.T, pod string) (string, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := e.h.Client.EventsV1().Events(k8stest.PodNamespace).List(ctx, metav1.ListOptions{})
+	list, err := e.H.Client.EventsV1().Events(k8stest.PodNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list Events: %v", err)
 	}

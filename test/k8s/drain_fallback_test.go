@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -19,13 +19,13 @@ func TestDrain_LastReadyPod(t *testing.T) {
 	a := e.startPod(t, 1, "web-a", "web")
 	a.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	r := a.drainUnder(t, tr, true)
 
-	checkNoFailures(t, tr, r.ended)
+	checkNoFailures(t, tr, r.Ended)
 	checkBound(t, r)
-	served := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
+	served := tr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {
 		t.Errorf("web-a answered nothing in the second half of its drain: the fallback was not exercised")
 	}
@@ -43,15 +43,15 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		e.startPlainPod(t, 1, "web-a2", "web")
 		e.startPlainPod(t, 2, "web-b", "web")
 		e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-a2"}, 2: {"web-b"}})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		r := a.drainUnder(t, tr, true)
 
 		checkNoFailures(t, tr, time.Time{})
 		checkReason(t, r, "routed-away")
 		checkNoDNATAfterWithdrawn(t, tr, r)
-		if n := tr.where(func(o k8sdrain.Outcome) bool { return o.Node == "node2" && o.Pod != "web-b" }); len(n) > 0 {
-			t.Errorf("node2 reached pods other than its own (internalTrafficPolicy Local):%s", describe(n, 5))
+		if n := tr.Where(func(o harness.Outcome) bool { return o.Node == "node2" && o.Pod != "web-b" }); len(n) > 0 {
+			t.Errorf("node2 reached pods other than its own (internalTrafficPolicy Local):%s", harness.Describe(n, 5))
 		}
 	})
 	// The only other ready pod is on node2: node1 keeps routing to
@@ -63,16 +63,16 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		a.ready(t)
 		e.startPlainPod(t, 2, "web-b", "web")
 		e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-b"}})
-		tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 		time.Sleep(500 * time.Millisecond)
 		r := a.drainUnder(t, tr, true)
 
-		checkNoFailures(t, tr, r.ended)
+		checkNoFailures(t, tr, r.Ended)
 		checkBound(t, r)
-		if !strings.Contains(r.detail, "node") {
-			t.Logf("detail does not name the node: %q", r.detail)
+		if !strings.Contains(r.Detail, "node") {
+			t.Logf("detail does not name the node: %q", r.Detail)
 		}
-		served := tr.where(func(o k8sdrain.Outcome) bool {
+		served := tr.Where(func(o harness.Outcome) bool {
 			return o.Node == "node1" && o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2))
 		})
 		if len(served) == 0 {
@@ -86,13 +86,13 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 func checkBound(t *testing.T, r drainRecord) {
 	t.Helper()
 	checkReason(t, r, "bound")
-	if !r.withdrawn.IsZero() {
-		t.Errorf("%s: hapsuper logged routing withdrawn at +%v although kube-proxy still routes to it", r.pod, r.withdrawn.Sub(r.deleted))
+	if !r.Withdrawn.IsZero() {
+		t.Errorf("%s: hapsuper logged routing withdrawn at +%v although kube-proxy still routes to it", r.pod, r.Withdrawn.Sub(r.deleted))
 	}
-	if !strings.Contains(r.detail, "routed here in the API") {
-		t.Errorf("%s: drain detail %q: want routing pending in the API", r.pod, r.detail)
+	if !strings.Contains(r.Detail, "routed here in the API") {
+		t.Errorf("%s: drain detail %q: want routing pending in the API", r.pod, r.Detail)
 	}
-	if d := r.ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
+	if d := r.Ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
 		t.Errorf("%s: drain ended %v after SIGTERM: want the bound, %v", r.pod, d, drainBound)
 	}
 }

@@ -1,13 +1,11 @@
 package k8s_test
 
 import (
-	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -17,40 +15,15 @@ import (
 // every interval; and one pool that sends a request every idle (longer than
 // the quiet period) and keeps its connection idle in between.
 func startPooled(t *testing.T, url string, nodes []*k8stest.Node, interval, idle time.Duration) *traffic {
-	ctx, cancel := context.WithCancel(context.Background())
-	tr := &traffic{cancel: cancel}
-	every := func(node string, c *http.Client, period time.Duration) {
-		tr.loops.Go(func() {
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			defer c.CloseIdleConnections()
-			for {
-				tr.rec.Add(k8sdrain.Request(c, node, url))
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		})
-	}
+	tr := &traffic{harness.NewTraffic(nil)}
 	for _, n := range nodes {
-		keepAlive := func() *http.Client {
-			return &http.Client{Timeout: requestTimeout, Transport: &http.Transport{
-				DialContext: n.DialContext, Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute,
-			}}
-		}
 		for range 2 {
-			every(n.Name, keepAlive(), interval)
-			var h2c http.Protocols
-			h2c.SetUnencryptedHTTP2(true)
-			every(n.Name, &http.Client{Timeout: requestTimeout, Transport: &http.Transport{
-				DialContext: n.DialContext, Proxy: nil, Protocols: &h2c,
-			}}, interval)
+			tr.Every(n.Name, harness.KeepAliveClient(n.DialContext, requestTimeout), url, interval, false)
+			tr.Every(n.Name, harness.H2CClient(n.DialContext, requestTimeout), url, interval, false)
 		}
-		every(n.Name, keepAlive(), idle)
+		tr.Every(n.Name, harness.KeepAliveClient(n.DialContext, requestTimeout), url, idle, false)
 	}
-	t.Cleanup(tr.stop)
+	t.Cleanup(tr.Stop)
 	return tr
 }
 
@@ -74,30 +47,30 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 	b.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 
-	tr := startPooled(t, url, e.h.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
+	tr := startPooled(t, url, e.H.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
-	onA := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == "web-a" })
+	onA := tr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" })
 	if len(onA) == 0 {
 		t.Fatalf("no client connection landed on web-a before the delete: %s", tr.summary())
 	}
 	r := a.drainUnder(t, tr, true)
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	if r.withdrawn.IsZero() {
+	if r.Withdrawn.IsZero() {
 		t.Fatal("hapsuper never logged routing state=withdrawn")
 	}
-	soft := r.soft.Sub(r.withdrawn)
+	soft := r.Soft.Sub(r.Withdrawn)
 	t.Logf("withdrawn → soft stop %v (quiet period %v); soft stop → HAProxy exit %v (idle bound %v); %d requests answered by web-a before the delete",
-		soft.Round(time.Millisecond), drainQuiet, r.haproxyExit.Sub(r.soft).Round(time.Millisecond), idleBound, len(onA))
+		soft.Round(time.Millisecond), drainQuiet, r.HAProxyExit.Sub(r.Soft).Round(time.Millisecond), idleBound, len(onA))
 	if soft > drainQuiet+500*time.Millisecond {
 		t.Errorf("soft stop %v after routing was withdrawn: want within the quiet period %v (+0.5 s)", soft, drainQuiet)
 	}
-	if d := r.haproxyExit.Sub(r.soft); d > idleBound+time.Second {
+	if d := r.HAProxyExit.Sub(r.Soft); d > idleBound+time.Second {
 		t.Errorf("HAProxy exited %v after the soft stop: idle connections held it past the idle bound %v", d, idleBound)
 	}
-	for _, n := range e.h.Nodes() {
-		later := tr.where(func(o k8sdrain.Outcome) bool {
-			return o.Node == n.Name && o.Kind == k8sdrain.KindOK && o.Pod == "web-b" && o.Sent.After(r.soft)
+	for _, n := range e.H.Nodes() {
+		later := tr.Where(func(o harness.Outcome) bool {
+			return o.Node == n.Name && o.Kind == harness.KindOK && o.Pod == "web-b" && o.Sent.After(r.Soft)
 		})
 		if len(later) == 0 {
 			t.Errorf("node %s: no request after the soft stop answered by web-b", n.Name)
@@ -129,7 +102,7 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 	warned := false
 	var warnings []string
-	for _, l := range a.log.All("config warning") {
+	for _, l := range a.All("config warning") {
 		w := l.Str("warning")
 		warnings = append(warnings, w)
 		warned = warned || strings.Contains(w, "frontend web") && strings.Contains(w, "idle-close-on-response")
@@ -138,19 +111,19 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 		t.Errorf("no config warning naming frontend web and idle-close-on-response; config warnings: %q", warnings)
 	}
 
-	tr := startPooled(t, url, e.h.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
+	tr := startPooled(t, url, e.H.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
 	a.terminate(t)
 	a.waitExit(t, drainGrace+2*time.Second)
 	a.finish(t)
-	tr.stop()
+	tr.Stop()
 	r := a.record(t)
 	t.Logf("%v", r)
 	checkReason(t, r, "bound")
-	if !strings.Contains(r.detail, "request on web (no option idle-close-on-response") {
-		t.Errorf("drain detail %q does not name frontend web and the option it lacks", r.detail)
+	if !strings.Contains(r.Detail, "request on web (no option idle-close-on-response") {
+		t.Errorf("drain detail %q does not name frontend web and the option it lacks", r.Detail)
 	}
-	if r.withdrawn.IsZero() || !r.withdrawn.Before(r.soft) {
-		t.Errorf("routing withdrawn at %v, soft stop at %v: want withdrawn first (the bound, not routing, held the drain)", r.withdrawn, r.soft)
+	if r.Withdrawn.IsZero() || !r.Withdrawn.Before(r.Soft) {
+		t.Errorf("routing withdrawn at %v, soft stop at %v: want withdrawn first (the bound, not routing, held the drain)", r.Withdrawn, r.Soft)
 	}
 }

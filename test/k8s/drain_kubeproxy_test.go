@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -44,18 +44,18 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 		since := now.Sub(time.Unix(0, d))
 		return since >= pauseFrom && since < pauseTo
 	}
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, pause)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, pause)
 	time.Sleep(500 * time.Millisecond)
 
-	kp := e.h.KubeProxy(2)
+	kp := e.H.KubeProxy(2)
 	if err := kp.Freeze(); err != nil {
 		t.Fatal(err)
 	}
 	deleted.Store(time.Now().UnixNano())
 	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(thawAfter)))
-	if a.exited() {
-		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was frozen:\n%s", a.log.Tail(20))
+	if a.Exited() {
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was frozen:\n%s", a.Tail(20))
 	}
 	if err := kp.Thaw(); err != nil {
 		t.Fatal(err)
@@ -64,15 +64,15 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 	r := a.afterStop(t, tr, true)
 
 	resumed := time.Unix(0, deleted.Load()).Add(pauseTo)
-	stale := tr.where(func(o k8sdrain.Outcome) bool {
+	stale := tr.Where(func(o harness.Outcome) bool {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(resumed) && o.Sent.Before(thawed)
 	})
 	t.Logf("thaw +%v; drain ended %v after the thaw; node2 sent %d requests to web-a between its resume and the thaw",
-		thawed.Sub(a.deletedAt).Round(time.Millisecond), r.ended.Sub(thawed).Round(time.Millisecond), len(stale))
+		thawed.Sub(a.deletedAt).Round(time.Millisecond), r.Ended.Sub(thawed).Round(time.Millisecond), len(stale))
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	if !r.ended.After(thawed) {
-		t.Errorf("drain ended %v before node2's kube-proxy was thawed", thawed.Sub(r.ended))
+	if !r.Ended.After(thawed) {
+		t.Errorf("drain ended %v before node2's kube-proxy was thawed", thawed.Sub(r.Ended))
 	}
 	if len(stale) == 0 {
 		t.Errorf("node2's stale rules sent nothing to web-a after the pause: the scenario did not test the pause")
@@ -87,27 +87,27 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 // naming node2; no request sent before the drain ended fails.
 func TestDrain_PartitionedKubeProxy(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
-	api := e.h.APIServer().Addr()
-	nft(t, e.h.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-partition {
+	api := e.H.APIServer().Addr()
+	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-partition {
 	chain in { type filter hook input priority -10; policy accept; ip saddr %s drop; }
 	chain out { type filter hook output priority -10; policy accept; ip daddr %s drop; }
 }
 `, api, api))
 	r := a.drainUnder(t, tr, true)
 
-	refused := tr.where(func(o k8sdrain.Outcome) bool { return o.Kind != k8sdrain.KindOK && !o.Sent.Before(r.ended) })
+	refused := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK && !o.Sent.Before(r.Ended) })
 	t.Logf("after the drain ended, %d requests failed (node2's stale rules still pick web-a)", len(refused))
-	checkNoFailures(t, tr, r.ended)
+	checkNoFailures(t, tr, r.Ended)
 	checkReason(t, r, "bound")
-	if !strings.Contains(r.detail, "node2") || strings.Contains(r.detail, "node1:") {
-		t.Errorf("drain detail %q: want node2 named as pending, and node1 not", r.detail)
+	if !strings.Contains(r.Detail, "node2") || strings.Contains(r.Detail, "node1:") {
+		t.Errorf("drain detail %q: want node2 named as pending, and node1 not", r.Detail)
 	}
-	if !r.withdrawn.IsZero() {
-		t.Errorf("hapsuper logged routing withdrawn at +%v although node2's kube-proxy never synced", r.withdrawn.Sub(r.deleted))
+	if !r.Withdrawn.IsZero() {
+		t.Errorf("hapsuper logged routing withdrawn at +%v although node2's kube-proxy never synced", r.Withdrawn.Sub(r.deleted))
 	}
-	if d := r.ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
+	if d := r.Ended.Sub(r.term); d < drainBound-200*time.Millisecond || d > drainBound+time.Second {
 		t.Errorf("drain ended %v after SIGTERM: want the bound, %v", d, drainBound)
 	}
 }
@@ -118,20 +118,20 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 // both nodes have gone quiet on web-a; nothing fails.
 func TestDrain_HealthzUnreachable(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	nft(t, e.h.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-nohealthz {
+	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-nohealthz {
 	chain in { type filter hook input priority -10; policy accept; tcp dport %d reject with tcp reset; }
 }
 `, k8stest.HealthzPort))
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	r := a.drainUnder(t, tr, true)
 
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "unverified")
-	if !strings.Contains(r.detail, "node2") || strings.Contains(r.detail, "node1:") {
-		t.Errorf("drain detail %q: want node2 named as not observed, and node1 not", r.detail)
+	if !strings.Contains(r.Detail, "node2") || strings.Contains(r.Detail, "node1:") {
+		t.Errorf("drain detail %q: want node2 named as not observed, and node1 not", r.Detail)
 	}
-	if late := tr.answeredBy("web-a", r.ended); len(late) > 0 {
-		t.Errorf("%d requests sent after the drain ended reached web-a:%s", len(late), describe(late, 5))
+	if late := tr.answeredBy("web-a", r.Ended); len(late) > 0 {
+		t.Errorf("%d requests sent after the drain ended reached web-a:%s", len(late), harness.Describe(late, 5))
 	}
 }

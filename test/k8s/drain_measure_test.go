@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -84,7 +84,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 	cur := e.startPod(t, 1, "m-0", "web")
 	cur.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"stable", "m-0"}, 2: {"stable", "m-0"}})
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
@@ -101,7 +101,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 			// kube-proxy idle for more than minSyncPeriod: the Ready change
 			// starts a sync at once, and the deletion arrives during it.
 			time.Sleep(time.Until(lastChange.Add(1200 * time.Millisecond)))
-			if err := e.h.SetPodReady(ctx, next.Pod, true); err != nil {
+			if err := e.H.SetPodReady(ctx, next.Pod, true); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Duration(rand.IntN(31)) * time.Millisecond)
@@ -111,14 +111,14 @@ func measure(t *testing.T, rounds int, restart bool) {
 			time.Sleep(1200 * time.Millisecond)
 		}
 		if restart {
-			if err := e.h.KubeProxy(2).Stop(); err != nil {
+			if err := e.H.KubeProxy(2).Stop(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		cur.terminate(t)
 		if restart {
 			time.Sleep(time.Until(cur.deletedAt.Add(3 * time.Second)))
-			slow.start(t, e.h.KubeProxy(2))
+			slow.start(t, e.H.KubeProxy(2))
 		}
 		cur.waitExit(t, drainGrace+2*time.Second)
 		cur.finish(t)
@@ -127,33 +127,33 @@ func measure(t *testing.T, rounds int, restart bool) {
 		cur = next
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 
 	var failed int
 	for i := range results {
 		m := &results[i]
 		m.checkExit(t)
-		hits := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == m.pod })
+		hits := tr.Where(func(o harness.Outcome) bool { return o.Pod == m.pod })
 		if len(hits) > 0 {
 			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)
 		}
-		if !m.withdrawn.IsZero() {
-			m.late = len(tr.answeredBy(m.pod, m.withdrawn))
+		if !m.Withdrawn.IsZero() {
+			m.late = len(tr.answeredBy(m.pod, m.Withdrawn))
 			if len(hits) > 0 {
-				m.lastHit = m.withdrawn.Sub(hits[len(hits)-1].Sent)
+				m.lastHit = m.Withdrawn.Sub(hits[len(hits)-1].Sent)
 			}
 		}
 		if m.late > 0 {
 			failed++
-			late := tr.answeredBy(m.pod, m.withdrawn)
-			t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), describe(late, 5))
+			late := tr.answeredBy(m.pod, m.Withdrawn)
+			t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), harness.Describe(late, 5))
 		}
 	}
 	t.Logf("clients: %s", tr.summary())
 	checkNoFailures(t, tr, time.Time{})
 	var bound int
 	for _, m := range results {
-		if m.reason != "routed-away" {
+		if m.Reason != "routed-away" {
 			bound++
 		}
 	}
@@ -172,15 +172,15 @@ func measureTable(results []measured) string {
 	fmt.Fprintf(&b, "%-6s %-8s %-12s %10s %10s %9s %8s %5s %s\n", "pod", "kind", "reason", "withdrawn", "ended", "hitAfter", "lastHit", "late", "detail")
 	for _, m := range results {
 		w := "-"
-		if !m.withdrawn.IsZero() {
-			w = ms(m.withdrawn.Sub(m.deleted))
+		if !m.Withdrawn.IsZero() {
+			w = ms(m.Withdrawn.Sub(m.deleted))
 		}
-		detail := m.detail
+		detail := m.Detail
 		if len(detail) > 90 {
 			detail = detail[:90] + "…"
 		}
-		fmt.Fprintf(&b, "%-6s %-8s %-12s %10s %10s %9s %8s %5d %s\n", m.pod, kindName(m.rolling), m.reason, w,
-			ms(m.ended.Sub(m.deleted)), ms(m.hitAfter), ms(m.lastHit), m.late, detail)
+		fmt.Fprintf(&b, "%-6s %-8s %-12s %10s %10s %9s %8s %5d %s\n", m.pod, kindName(m.rolling), m.Reason, w,
+			ms(m.Ended.Sub(m.deleted)), ms(m.hitAfter), ms(m.lastHit), m.late, detail)
 	}
 	b.WriteString("\n(ms after the delete; hitAfter: last request the pod answered, sent at; lastHit: withdrawn line − that send time)\n")
 	for _, rolling := range []bool{false, true} {
@@ -194,11 +194,11 @@ func measureTable(results []measured) string {
 			if m.hitAfter > staleHit {
 				stale++
 			}
-			reasons[m.reason]++
-			if !m.withdrawn.IsZero() {
-				withdrawn = append(withdrawn, m.withdrawn.Sub(m.deleted))
+			reasons[m.Reason]++
+			if !m.Withdrawn.IsZero() {
+				withdrawn = append(withdrawn, m.Withdrawn.Sub(m.deleted))
 			}
-			ended = append(ended, m.ended.Sub(m.deleted))
+			ended = append(ended, m.Ended.Sub(m.deleted))
 			if m.late > 0 {
 				late++
 			}

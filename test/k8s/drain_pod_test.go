@@ -4,29 +4,22 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // hapPod is a pod whose container is hapsuper supervising HAProxy 2.6, run
 // inside the pod's network namespace; the test is its kubelet.
 type hapPod struct {
-	*k8stest.Pod
-	e   *drainEnv
-	log *k8sdrain.Log
-
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when hapsuper has exited
-	code   int           // exit code, set before done closes
-	exitAt time.Time
+	*kube.Container // hapsuper; its Log holds hapsuper's output
+	e               *drainEnv
 
 	deletedAt time.Time // the delete returned
 	termAt    time.Time // SIGTERM sent
@@ -86,74 +79,25 @@ func (e *drainEnv) startPodWith(t *testing.T, node int, name, app string, o podO
 	if o.edit != nil {
 		edits = append(edits, o.edit)
 	}
-	pod := e.h.AddPod(t, node, name, map[string]string{"app": app}, edits...)
-	dir := filepath.Join(e.dir, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	pod := e.H.AddPod(t, node, name, map[string]string{"app": app}, edits...)
+	dir := e.PodDir(t, name)
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, o.cfg, pod.IP, name), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &hapPod{Pod: pod, e: e, log: new(k8sdrain.Log), done: make(chan struct{})}
-	p.cmd = pod.Command(context.Background(), e.bin,
-		"--routing", o.routing, "--kubeconfig", e.kubeconfig,
-		"--grace-period", drainGrace.String(), "--quiet-period", drainQuiet.String(),
-		"--log-format", "json",
-		"--master-socket", filepath.Join(dir, "master.sock"),
-		"--status-socket", filepath.Join(dir, "status.sock"),
-		"--override-file", filepath.Join(dir, "override.cfg"),
-		"--", "/usr/sbin/haproxy", "-f", cfg)
-	p.cmd.Env = []string{
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"POD_NAME=" + name, "POD_NAMESPACE=" + pod.Namespace,
-		"POD_IPS=" + pod.IP.String(), "NODE_NAME=" + pod.Node.Name,
-	}
-	// ip netns exec execs hapsuper in place: the process is hapsuper.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start hapsuper in pod %s: %v", name, err)
-	}
-	w.Close()
-	go p.log.Read(r)
-	go func() {
-		err := p.cmd.Wait()
-		p.exitAt = time.Now()
-		p.code = p.cmd.ProcessState.ExitCode()
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.code = 128 + int(ws.Signal())
-		}
-		_ = err // the code says it
-		close(p.done)
-	}()
+	// Registered before StartHapsuper's: runs after the container is killed.
+	var p *hapPod
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			select {
-			case <-p.done:
-			case <-time.After(5 * time.Second):
-				t.Errorf("hapsuper in pod %s: not reaped 5s after SIGKILL", name)
-			}
-		}
 		switch {
+		case p == nil:
 		case os.Getenv("HAPSUPER_K8S_DRAIN_LOG") != "":
-			t.Logf("hapsuper log of pod %s:\n%s", name, p.log.Tail(1000))
+			t.Logf("hapsuper log of pod %s:\n%s", name, p.Tail(1000))
 		case t.Failed():
-			t.Logf("hapsuper log of pod %s ends:\n%s", name, p.log.Tail(40))
+			t.Logf("hapsuper log of pod %s ends:\n%s", name, p.Tail(40))
 		}
 	})
-	for _, msg := range []string{"haproxy ready", "routing watch synced"} {
-		if _, ok := p.log.Wait(msg, nil, 15*time.Second, p.done); !ok {
-			t.Fatalf("pod %s: no %q in hapsuper's log within 15s (exited: %v); log:\n%s", name, msg, p.exited(), p.log.Tail(30))
-		}
-	}
+	c := e.StartHapsuper(t, pod, dir, kube.Hapsuper{Routing: o.routing, Grace: drainGrace, QuietPeriod: drainQuiet, Config: cfg})
+	p = &hapPod{Container: c, e: e}
 	return p
 }
 
@@ -163,12 +107,12 @@ func (p *hapPod) ready(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.e.h.SetPodReady(ctx, p.Pod, true); err != nil {
+	if err := p.e.H.SetPodReady(ctx, p.Pod, true); err != nil {
 		t.Fatal(err)
 	}
-	routed := func(l k8sdrain.Entry) bool { return strings.HasPrefix(l.Str("detail"), "routed here in the API") }
-	if _, ok := p.log.Wait("routing", routed, 10*time.Second, p.done); !ok {
-		t.Fatalf("pod %s: hapsuper never logged routing \"routed here in the API\" after Ready; log:\n%s", p.Name, p.log.Tail(30))
+	routed := func(l harness.Entry) bool { return strings.HasPrefix(l.Str("detail"), "routed here in the API") }
+	if _, ok := p.Wait("routing", routed, 10*time.Second, p.Done()); !ok {
+		t.Fatalf("pod %s: hapsuper never logged routing \"routed here in the API\" after Ready; log:\n%s", p.Name, p.Tail(30))
 	}
 }
 
@@ -184,8 +128,8 @@ func (p *hapPod) terminate(t *testing.T) {
 func (p *hapPod) sigterm(t *testing.T) {
 	t.Helper()
 	p.termAt = time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM hapsuper of pod %s: %v", p.Name, err)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("hapsuper of pod %s: %v", p.Name, err)
 	}
 }
 
@@ -193,11 +137,11 @@ func (p *hapPod) sigterm(t *testing.T) {
 func (p *hapPod) waitExit(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(timeout):
-		t.Fatalf("pod %s: hapsuper still running %v after SIGTERM; log:\n%s", p.Name, timeout, p.log.Tail(30))
+		t.Fatalf("pod %s: hapsuper still running %v after SIGTERM; log:\n%s", p.Name, timeout, p.Tail(30))
 	}
-	p.log.WaitRead(2 * time.Second) // its last lines may still be in the pipe
+	p.WaitRead(2 * time.Second) // its last lines may still be in the pipe
 }
 
 // finish removes the Pod object once the container has stopped.
@@ -205,17 +149,8 @@ func (p *hapPod) finish(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.e.h.FinishPod(ctx, p.Pod); err != nil {
+	if err := p.e.H.FinishPod(ctx, p.Pod); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func (p *hapPod) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -224,11 +159,7 @@ type drainRecord struct {
 	pod                 string
 	deleted, term, exit time.Time
 	code                int
-	withdrawn           time.Time // first routing state=withdrawn; zero if none
-	started, ended      time.Time // "drain started", "drain ended"
-	soft, haproxyExit   time.Time // "soft stop", "haproxy exited"
-	haproxyCode         float64   // "haproxy exited" code; -1 when not logged
-	reason, detail      string
+	harness.Drain           // withdrawn: the first routing state=withdrawn at any time
 	routingLines        int // "routing" lines after the stop
 }
 
@@ -236,32 +167,16 @@ type drainRecord struct {
 // "drain ended" fails the test.
 func (p *hapPod) record(t *testing.T) drainRecord {
 	t.Helper()
-	r := drainRecord{pod: p.Name, deleted: p.deletedAt, term: p.termAt, exit: p.exitAt, code: p.code}
+	code, exitAt := p.Exit()
+	r := drainRecord{pod: p.Name, deleted: p.deletedAt, term: p.termAt, exit: exitAt, code: code}
 	if r.deleted.IsZero() {
 		r.deleted = r.term
 	}
-	ended, ok := p.log.Find("drain ended", nil)
-	if !ok {
-		t.Fatalf("pod %s: no \"drain ended\" in hapsuper's log:\n%s", p.Name, p.log.Tail(40))
+	r.Drain = p.ReadDrain(time.Time{})
+	if r.Ended.IsZero() {
+		t.Fatalf("pod %s: no \"drain ended\" in hapsuper's log:\n%s", p.Name, p.Tail(40))
 	}
-	r.ended, r.reason, r.detail = ended.At, ended.Str("reason"), ended.Str("detail")
-	if soft, ok := p.log.Find("soft stop", nil); ok {
-		r.soft = soft.At
-	}
-	if st, ok := p.log.Find("drain started", nil); ok {
-		r.started = st.At
-	}
-	r.haproxyCode = -1
-	if ex, ok := p.log.Find("haproxy exited", nil); ok {
-		r.haproxyExit = ex.At
-		if c, ok := ex.Fields["code"].(float64); ok {
-			r.haproxyCode = c
-		}
-	}
-	if w, ok := p.log.Find("routing", func(l k8sdrain.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
-		r.withdrawn = w.At
-	}
-	for _, l := range p.log.All("routing") {
+	for _, l := range p.All("routing") {
 		if !l.At.Before(r.term) {
 			r.routingLines++
 		}
@@ -272,11 +187,11 @@ func (p *hapPod) record(t *testing.T) drainRecord {
 // String is the record's figures, relative to the delete.
 func (r drainRecord) String() string {
 	w := "never"
-	if !r.withdrawn.IsZero() {
-		w = r.withdrawn.Sub(r.deleted).Round(time.Millisecond).String()
+	if !r.Withdrawn.IsZero() {
+		w = r.Withdrawn.Sub(r.deleted).Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("%s: withdrawn +%s, drain ended +%v (%s: %s), exit +%v code %d, %d routing log lines",
-		r.pod, w, r.ended.Sub(r.deleted).Round(time.Millisecond), r.reason, r.detail,
+		r.pod, w, r.Ended.Sub(r.deleted).Round(time.Millisecond), r.Reason, r.Detail,
 		r.exit.Sub(r.deleted).Round(time.Millisecond), r.code, r.routingLines)
 }
 
@@ -289,9 +204,9 @@ func (r drainRecord) checkExit(t *testing.T) {
 	if d := r.exit.Sub(r.term); d >= drainGrace {
 		t.Errorf("%s: hapsuper exited %v after SIGTERM: not within the grace period %v", r.pod, d, drainGrace)
 	}
-	if r.started.IsZero() || r.soft.IsZero() || r.haproxyCode != 0 {
+	if r.Started.IsZero() || r.Soft.IsZero() || r.HAProxyCode != 0 {
 		t.Errorf("%s: log lines drain started %v, soft stop %v, haproxy exited code %v: want all, code 0",
-			r.pod, !r.started.IsZero(), !r.soft.IsZero(), r.haproxyCode)
+			r.pod, !r.Started.IsZero(), !r.Soft.IsZero(), r.HAProxyCode)
 	}
 }
 
@@ -313,7 +228,7 @@ func (p *hapPod) afterStop(t *testing.T, tr *traffic, finish bool) drainRecord {
 		p.finish(t)
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 	r := p.record(t)
 	t.Logf("%v", r)
 	t.Logf("clients: %s", tr.summary())

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +27,7 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	svc, err := e.h.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
+	svc, err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
@@ -58,21 +58,21 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	e.waitRouted(t, httpURL, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 	e.waitRouted(t, adminURL, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
 
-	httpTr := startTraffic(t, httpURL, e.h.Nodes(), 20*time.Millisecond, nil)
-	adminTr := startTraffic(t, adminURL, e.h.Nodes(), 20*time.Millisecond, nil)
+	httpTr := startTraffic(t, httpURL, e.H.Nodes(), 20*time.Millisecond, nil)
+	adminTr := startTraffic(t, adminURL, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	a.terminate(t)
 	r := a.afterStop(t, httpTr, true)
-	adminTr.stop()
+	adminTr.Stop()
 	t.Logf("admin clients: %s", adminTr.summary())
 
-	checkNoFailures(t, httpTr, r.ended)
-	checkNoFailures(t, adminTr, r.ended)
+	checkNoFailures(t, httpTr, r.Ended)
+	checkNoFailures(t, adminTr, r.Ended)
 	checkBound(t, r)
-	if !strings.Contains(r.detail, "port admin/TCP") {
-		t.Errorf("drain detail %q: want the admin port named", r.detail)
+	if !strings.Contains(r.Detail, "port admin/TCP") {
+		t.Errorf("drain detail %q: want the admin port named", r.Detail)
 	}
-	served := adminTr.where(func(o k8sdrain.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
+	served := adminTr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" && o.Sent.After(r.term.Add(drainBound/2)) })
 	if len(served) == 0 {
 		t.Errorf("web-a answered no admin request in the second half of its drain: kube-proxy's per-port fallback was not exercised")
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -27,37 +27,37 @@ import (
 func TestDrain_KubeProxyRestart(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
 	slow := newSlowFirstSync(t, time.Second)
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 
-	kp := e.h.KubeProxy(2)
+	kp := e.H.KubeProxy(2)
 	if err := kp.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
-	if a.exited() {
-		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.log.Tail(20))
+	if a.Exited() {
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.Tail(20))
 	}
 	slow.start(t, kp)
 	started := time.Now()
 	r := a.afterStop(t, tr, true)
 
-	stale := tr.where(func(o k8sdrain.Outcome) bool {
+	stale := tr.Where(func(o harness.Outcome) bool {
 		return o.Node == "node2" && o.Pod == "web-a" && !o.Sent.Before(a.deletedAt) && o.Sent.Before(started)
 	})
 	t.Logf("kube-proxy started +%v; withdrawn +%v; node2 sent %d requests to web-a while its kube-proxy was down",
-		started.Sub(a.deletedAt).Round(time.Millisecond), r.withdrawn.Sub(a.deletedAt).Round(time.Millisecond), len(stale))
+		started.Sub(a.deletedAt).Round(time.Millisecond), r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond), len(stale))
 	if len(stale) == 0 {
 		t.Errorf("node2's stale rules sent nothing to web-a while kube-proxy was down: the scenario did not test the restart")
 	}
-	if !r.withdrawn.IsZero() && r.withdrawn.Before(started) {
-		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.withdrawn.Sub(a.deletedAt))
+	if !r.Withdrawn.IsZero() && r.Withdrawn.Before(started) {
+		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.Withdrawn.Sub(a.deletedAt))
 	}
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	if strings.Contains(r.detail, "node2: ") {
-		t.Errorf("drain detail %q names node2", r.detail)
+	if strings.Contains(r.Detail, "node2: ") {
+		t.Errorf("drain detail %q names node2", r.Detail)
 	}
 	checkNoDNATAfterWithdrawn(t, tr, r)
 }

@@ -26,13 +26,13 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 	for _, p := range append(append([]*hapPod{}, old...), fresh...) {
 		p.ready(t)
 	}
-	back := []*k8stest.Pod{e.h.AddPod(t, 1, "web-e", map[string]string{"app": "web"}), e.h.AddPod(t, 2, "web-f", map[string]string{"app": "web"})}
+	back := []*k8stest.Pod{e.H.AddPod(t, 1, "web-e", map[string]string{"app": "web"}), e.H.AddPod(t, 2, "web-f", map[string]string{"app": "web"})}
 	for _, p := range back {
 		p.ServeHTTP(t, 8080, nil)
 	}
 	all := []string{"web-a", "web-b", "web-c", "web-d"}
 	e.waitRouted(t, url, map[int][]string{1: all, 2: all})
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(1200 * time.Millisecond) // past kube-proxy's minSyncPeriod since the last change
 
 	for _, p := range old {
@@ -42,7 +42,7 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, p := range back {
-		if err := e.h.SetPodReady(ctx, p, true); err != nil {
+		if err := e.H.SetPodReady(ctx, p, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 	for _, p := range drained {
 		wg.Go(func() {
 			select {
-			case <-p.done:
+			case <-p.Done():
 			case <-time.After(drainGrace + 2*time.Second):
 			}
 		})
@@ -67,7 +67,7 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 		p.finish(t)
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 	t.Logf("clients: %s", tr.summary())
 	checkNoFailures(t, tr, time.Time{})
 	for _, p := range drained {

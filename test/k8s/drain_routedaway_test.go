@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
@@ -25,7 +25,7 @@ func TestDrain_RoutedAway(t *testing.T) {
 			b.ready(t)
 			e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 
-			tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+			tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 			time.Sleep(500 * time.Millisecond)
 			r := a.drainUnder(t, tr, true)
 			checkNoFailures(t, tr, time.Time{})
@@ -34,7 +34,7 @@ func TestDrain_RoutedAway(t *testing.T) {
 			if note, ok := e.drainEvent(t, "web-a"); ok {
 				t.Logf("Event DrainEnded on web-a: %s", note)
 			} else {
-				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.log.Warnings())
+				t.Errorf("no Event DrainEnded on web-a; hapsuper's warnings: %v", a.Warnings())
 			}
 		})
 	}
@@ -45,15 +45,15 @@ func TestDrain_RoutedAway(t *testing.T) {
 func checkNoFailures(t *testing.T, tr *traffic, cutoff time.Time) {
 	t.Helper()
 	if bad := tr.failedBefore(cutoff); len(bad) > 0 {
-		t.Errorf("%d failed requests:%s", len(bad), describe(bad, 10))
+		t.Errorf("%d failed requests:%s", len(bad), harness.Describe(bad, 10))
 	}
 }
 
 // checkReason asserts how the drain ended.
 func checkReason(t *testing.T, r drainRecord, want string) {
 	t.Helper()
-	if r.reason != want {
-		t.Errorf("%s: drain ended %q (%s), want %q", r.pod, r.reason, r.detail, want)
+	if r.Reason != want {
+		t.Errorf("%s: drain ended %q (%s), want %q", r.pod, r.Reason, r.Detail, want)
 	}
 }
 
@@ -61,18 +61,18 @@ func checkReason(t *testing.T, r drainRecord, want string) {
 // withdrawn, and that no request sent from then on reached the pod.
 func checkNoDNATAfterWithdrawn(t *testing.T, tr *traffic, r drainRecord) {
 	t.Helper()
-	if r.withdrawn.IsZero() {
+	if r.Withdrawn.IsZero() {
 		t.Errorf("%s: hapsuper never logged routing state=withdrawn", r.pod)
 		return
 	}
-	late := tr.answeredBy(r.pod, r.withdrawn)
-	last := tr.where(func(o k8sdrain.Outcome) bool { return o.Pod == r.pod })
+	late := tr.answeredBy(r.pod, r.Withdrawn)
+	last := tr.Where(func(o harness.Outcome) bool { return o.Pod == r.pod })
 	if len(last) > 0 {
 		t.Logf("%s: last request it answered was sent %v before its withdrawn log line",
-			r.pod, r.withdrawn.Sub(last[len(last)-1].Sent).Round(time.Millisecond))
+			r.pod, r.Withdrawn.Sub(last[len(last)-1].Sent).Round(time.Millisecond))
 	}
 	if len(late) > 0 {
 		t.Errorf("%s: %d requests sent after its routing withdrawn log line (%s) reached it:%s",
-			r.pod, len(late), r.withdrawn.Format("15:04:05.000"), describe(late, 10))
+			r.pod, len(late), r.Withdrawn.Format("15:04:05.000"), harness.Describe(late, 10))
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/k8s/k8sdrain"
+	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -30,7 +30,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 	}
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b", "web-c"}, 2: {"web-a", "web-b", "web-c"}})
 
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	for _, tc := range []struct {
 		pod  *hapPod
@@ -46,15 +46,15 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 		t.Logf("%v", r)
 		r.checkExit(t)
 		checkReason(t, r, "unverified")
-		if !strings.Contains(r.detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.detail, "not observed: "+tc.path) {
-			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.detail, tc.path)
+		if !strings.Contains(r.Detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.Detail, "not observed: "+tc.path) {
+			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.Detail, tc.path)
 		}
-		if w, ok := tc.pod.log.Find("routing", func(l k8sdrain.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
+		if w, ok := tc.pod.Find("routing", func(l harness.Entry) bool { return l.Str("state") == "withdrawn" }); ok {
 			t.Errorf("%s: routing logged withdrawn at %v although %q was not observed", r.pod, w.At, tc.path)
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	tr.stop()
+	tr.Stop()
 	t.Logf("clients: %s", tr.summary())
 	checkNoFailures(t, tr, time.Time{})
 }
@@ -72,14 +72,14 @@ func TestDrain_APIOnlyAndAuto(t *testing.T) {
 	b.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 
-	picked, ok := b.log.Find("routing mode picked", nil)
+	picked, ok := b.Find("routing mode picked", nil)
 	if !ok || picked.Str("mode") != "kube-proxy" {
 		t.Errorf("web-b (--routing auto): routing mode picked %q (%s), want kube-proxy", picked.Str("mode"), picked.Str("why"))
 	} else {
 		t.Logf("web-b: auto picked %s: %s", picked.Str("mode"), picked.Str("why"))
 	}
 
-	tr := startTraffic(t, url, e.h.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
 	time.Sleep(500 * time.Millisecond)
 	r := a.drainUnder(t, tr, true)
 	checkNoFailures(t, tr, time.Time{})

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +20,6 @@ type access struct {
 	// ns: "own" (the install's namespace), "other" (another one), or ""
 	// (cluster-scoped, or every namespace).
 	ns string
-	// allowedIn lists the routing modes whose grants allow it.
-	allowedIn []string
 }
 
 const (
@@ -29,116 +27,139 @@ const (
 	otherNS = "other"
 )
 
-var (
-	routingModes = []string{"endpointslices", "kube-proxy"}
-	kubeProxy    = []string{"kube-proxy"}
-)
+// denied is a sample of what no mode may allow: reading secrets or
+// config, changing pods or routing, reaching into pods, minting tokens,
+// other namespaces, more of Nodes than a list. What a mode must allow is
+// not written here: it is its overlay's Roles, rendered (granted), which
+// TestCheck_RealCluster holds equal to what hapsuper check asks for.
+var denied = []access{
+	{"get", "", "secrets", "", ownNS},
+	{"list", "", "secrets", "", ownNS},
+	{"watch", "", "secrets", "", ownNS},
+	{"get", "", "configmaps", "", ownNS},
+	{"list", "", "configmaps", "", ownNS},
+	{"list", "", "pods", "", ownNS},
+	{"create", "", "pods", "", ownNS},
+	{"delete", "", "pods", "", ownNS},
+	{"patch", "", "pods", "", ownNS},
+	{"update", "", "pods", "status", ownNS},
+	{"create", "", "pods", "exec", ownNS},
+	{"get", "", "pods", "log", ownNS},
+	{"create", "", "pods", "eviction", ownNS},
+	{"get", "discovery.k8s.io", "endpointslices", "", ownNS},
+	{"create", "discovery.k8s.io", "endpointslices", "", ownNS},
+	{"update", "discovery.k8s.io", "endpointslices", "", ownNS},
+	{"delete", "discovery.k8s.io", "endpointslices", "", ownNS},
+	{"get", "", "services", "", ownNS},
+	{"update", "", "services", "", ownNS},
+	{"patch", "", "services", "", ownNS},
+	{"delete", "", "services", "", ownNS},
+	{"update", "", "events", "", ownNS},
+	{"create", "", "serviceaccounts", "token", ownNS},
+	{"create", "rbac.authorization.k8s.io", "rolebindings", "", ownNS},
+	{"get", "", "nodes", "", ""},
+	{"watch", "", "nodes", "", ""},
+	{"patch", "", "nodes", "", ""},
+	{"get", "", "nodes", "proxy", ""},
+	{"list", "discovery.k8s.io", "endpointslices", "", otherNS},
+	{"list", "", "services", "", otherNS},
+	{"get", "", "pods", "", otherNS},
+	{"create", "", "events", "", otherNS},
+	{"list", "discovery.k8s.io", "endpointslices", "", ""}, // every namespace
+	{"list", "", "services", "", ""},
+}
 
-// leastPrivilege is what each mode must allow, and a sample of what it
-// must not: reading secrets or config, changing pods or routing, reaching
-// into pods, minting tokens, other namespaces, more of Nodes than a list.
-var leastPrivilege = []access{
-	// Allowed: what routing observation needs (DESIGN "Modes").
-	{"list", "discovery.k8s.io", "endpointslices", "", ownNS, routingModes},
-	{"watch", "discovery.k8s.io", "endpointslices", "", ownNS, routingModes},
-	{"list", "", "services", "", ownNS, routingModes},
-	{"watch", "", "services", "", ownNS, routingModes},
-	{"get", "", "pods", "", ownNS, routingModes},
-	{"watch", "", "pods", "", ownNS, routingModes},
-	{"create", "", "events", "", ownNS, routingModes},
-	{"create", "events.k8s.io", "events", "", ownNS, routingModes},
-	{"list", "", "nodes", "", "", kubeProxy},
-
-	// Denied in every mode.
-	{"get", "", "secrets", "", ownNS, nil},
-	{"list", "", "secrets", "", ownNS, nil},
-	{"watch", "", "secrets", "", ownNS, nil},
-	{"get", "", "configmaps", "", ownNS, nil},
-	{"list", "", "configmaps", "", ownNS, nil},
-	{"list", "", "pods", "", ownNS, nil},
-	{"create", "", "pods", "", ownNS, nil},
-	{"delete", "", "pods", "", ownNS, nil},
-	{"patch", "", "pods", "", ownNS, nil},
-	{"update", "", "pods", "status", ownNS, nil},
-	{"create", "", "pods", "exec", ownNS, nil},
-	{"get", "", "pods", "log", ownNS, nil},
-	{"create", "", "pods", "eviction", ownNS, nil},
-	{"get", "discovery.k8s.io", "endpointslices", "", ownNS, nil},
-	{"create", "discovery.k8s.io", "endpointslices", "", ownNS, nil},
-	{"update", "discovery.k8s.io", "endpointslices", "", ownNS, nil},
-	{"delete", "discovery.k8s.io", "endpointslices", "", ownNS, nil},
-	{"get", "", "services", "", ownNS, nil},
-	{"update", "", "services", "", ownNS, nil},
-	{"patch", "", "services", "", ownNS, nil},
-	{"delete", "", "services", "", ownNS, nil},
-	{"update", "", "events", "", ownNS, nil},
-	{"create", "", "serviceaccounts", "token", ownNS, nil},
-	{"create", "rbac.authorization.k8s.io", "rolebindings", "", ownNS, nil},
-	{"get", "", "nodes", "", "", nil},
-	{"watch", "", "nodes", "", "", nil},
-	{"patch", "", "nodes", "", "", nil},
-	{"get", "", "nodes", "proxy", "", nil},
-	{"list", "discovery.k8s.io", "endpointslices", "", otherNS, nil},
-	{"list", "", "services", "", otherNS, nil},
-	{"get", "", "pods", "", otherNS, nil},
-	{"create", "", "events", "", otherNS, nil},
-	{"list", "discovery.k8s.io", "endpointslices", "", "", nil}, // every namespace
-	{"list", "", "services", "", "", nil},
+// granted is what mode's overlay, rendered, grants: its Roles' rules in
+// the install's namespace, its ClusterRoles' in the cluster.
+func granted(t *testing.T, mode string) []access {
+	t.Helper()
+	gs, err := kube.RenderIn(t, filepath.Join("overlays", mode), "hapsuper", "").Grants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []access
+	for _, g := range gs {
+		for _, group := range g.Groups {
+			acc := access{verb: g.Verb, group: group, resource: g.Resource, ns: ownNS}
+			if g.Cluster {
+				acc.ns = ""
+			}
+			out = append(out, acc)
+		}
+	}
+	return out
 }
 
 // Each mode's RBAC, applied for real in its own namespace (as an
 // operator's kustomization moves it), grants hapsuper's service account
-// exactly the table's allowed requests: the SubjectAccessReviews ask the
-// real RBAC authorizer as system:serviceaccount:<ns>:hapsuper with the
-// groups a token of that account carries. Mode off grants nothing.
+// what its rendered Roles say and nothing of the denied sample, of the
+// other modes' grants, or of its own in another namespace: the
+// SubjectAccessReviews ask the real RBAC authorizer as
+// system:serviceaccount:<ns>:hapsuper with the groups a token of that
+// account carries. Mode off grants nothing.
 func TestRBAC_LeastPrivilege(t *testing.T) {
 	h := k8stest.Start(t, k8stest.Options{Nodes: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a := newApplier(t, h)
+	a := kube.NewApplier(t, h)
 	createNamespace(ctx, t, h, "elsewhere")
+	grants := map[string][]access{}
+	for _, mode := range kube.RoutingOverlays {
+		grants[mode] = granted(t, mode)
+	}
+	if len(grants["off"]) != 0 || len(grants["endpointslices"]) == 0 || len(grants["kube-proxy"]) <= len(grants["endpointslices"]) {
+		t.Fatalf("rendered grants %v: want none for off, some for endpointslices, more for kube-proxy", grants)
+	}
 
-	for _, mode := range routingOverlays {
+	for _, mode := range kube.RoutingOverlays {
 		t.Run(mode, func(t *testing.T) {
 			ns := "rbac-" + mode
 			createNamespace(ctx, t, h, ns)
-			r := renderIn(t, filepath.Join("overlays", mode), ns, "")
-			var applied []string
-			for _, obj := range r.Objects {
-				switch obj.GetKind() {
-				case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-					if err := a.apply(ctx, obj, false); err != nil {
-						t.Fatal(err)
-					}
-					applied = append(applied, obj.GetKind()+"/"+obj.GetName())
-				}
+			applied, err := a.ApplyRBAC(ctx, kube.RenderIn(t, filepath.Join("overlays", mode), ns, ""))
+			if err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("applied: %v", applied)
-
-			user := fmt.Sprintf("system:serviceaccount:%s:hapsuper", ns)
-			rows := []string{fmt.Sprintf("%-8s %-40s %-20s %-8s %s", "verb", "resource", "namespace", "want", "got")}
 			// Allowed rows first, each awaited (bounded): the RBAC
 			// authorizer reads bindings from an informer, a few
 			// milliseconds behind the apply. Once they pass, the denials
 			// are read from an up-to-date cache.
-			for _, allowedFirst := range []bool{true, false} {
-				for _, acc := range leastPrivilege {
-					want := slices.Contains(acc.allowedIn, mode)
-					if want != allowedFirst {
-						continue
-					}
-					target := acc.namespace(ns)
-					got, reason, err := reviewUntil(ctx, h, user, ns, acc, target, want)
-					if err != nil {
-						t.Fatal(err)
-					}
-					mark := ""
-					if got != want {
-						mark = "  <-- WRONG " + reason
-						t.Errorf("%s %s in %q as %s: allowed=%v, want %v (%s)", acc.verb, acc.resourceName(), target, user, got, want, reason)
-					}
-					rows = append(rows, fmt.Sprintf("%-8s %-40s %-20s %-8s %v%s", acc.verb, acc.resourceName(), orCluster(target), allowWord(want), allowWord(got), mark))
+			want := map[access]bool{}
+			for _, acc := range grants[mode] {
+				want[acc] = true
+			}
+			reviews := append([]access(nil), grants[mode]...)
+			for _, acc := range append(append(append([]access(nil), denied...), grants["endpointslices"]...), grants["kube-proxy"]...) {
+				if !want[acc] {
+					reviews = append(reviews, acc)
 				}
+			}
+			for _, acc := range grants[mode] {
+				if acc.ns == ownNS {
+					acc.ns = otherNS
+					reviews = append(reviews, acc)
+				}
+			}
+
+			user := fmt.Sprintf("system:serviceaccount:%s:hapsuper", ns)
+			rows := []string{fmt.Sprintf("%-8s %-40s %-20s %-8s %s", "verb", "resource", "namespace", "want", "got")}
+			seen := map[access]bool{}
+			for _, acc := range reviews {
+				if seen[acc] {
+					continue
+				}
+				seen[acc] = true
+				target := acc.namespace(ns)
+				got, reason, err := reviewUntil(ctx, h, user, ns, acc, target, want[acc])
+				if err != nil {
+					t.Fatal(err)
+				}
+				mark := ""
+				if got != want[acc] {
+					mark = "  <-- WRONG " + reason
+					t.Errorf("%s %s in %q as %s: allowed=%v, want %v (%s)", acc.verb, acc.resourceName(), target, user, got, want[acc], reason)
+				}
+				rows = append(rows, fmt.Sprintf("%-8s %-40s %-20s %-8s %v%s", acc.verb, acc.resourceName(), orCluster(target), allowWord(want[acc]), allowWord(got), mark))
 			}
 			t.Logf("mode %s, %s:\n%s", mode, user, strings.Join(rows, "\n"))
 		})

@@ -8,7 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"testing"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // KubernetesVersion is the release the harness runs; hack/k8s-binaries.sh
@@ -24,7 +25,7 @@ var hostTools = []string{"ip", "nft", "iptables", "iptables-restore", "conntrack
 
 // requirePrerequisites returns the directory holding the binaries, or ends
 // the test: skipped normally, failed when CI=true, with what to do.
-func requirePrerequisites(t testing.TB) string {
+func requirePrerequisites(t harness.TB) string {
 	t.Helper()
 	dir, err := prerequisites()
 	if err == nil {

@@ -26,7 +26,9 @@
 // harness started after a crashed run removes that run's namespaces,
 // interfaces, processes and temporary directories first.
 //
-// This package is for tests and benchmarks only: nothing but _test.go files
-// and the bench/ commands may import it (never hapsuper's own packages), and
-// it must never send traffic anywhere but to the namespaces it made.
+// It reports through a harness.TB: a *testing.T, or the harness.Program
+// of a bench/ command. This package is for tests and benchmarks only:
+// nothing but _test.go files, test/harness and the bench/ commands may
+// import it (never hapsuper's own packages), and it must never send traffic
+// anywhere but to the namespaces it made.
 package k8stest

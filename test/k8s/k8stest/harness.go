@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -35,7 +35,7 @@ type Harness struct {
 	// Options are the options the harness runs with, defaults filled in.
 	Options Options
 
-	t      testing.TB
+	t      harness.TB
 	bin    string // directory of the binaries
 	dir    string // temporary directory: certificates, configs, logs, etcd data
 	slot   *slot
@@ -58,7 +58,7 @@ var harnessSeq atomic.Int64
 // cluster is ready for pods. It skips the test when a prerequisite is
 // missing (fails it when CI=true), and fails it when anything does not come
 // up. Everything is removed at t's cleanup, also when Start fails halfway.
-func Start(t testing.TB, opts Options) *Harness {
+func Start(t harness.TB, opts Options) *Harness {
 	t.Helper()
 	bin := requirePrerequisites(t)
 	if opts.Nodes == 0 {

@@ -11,9 +11,9 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,7 +52,7 @@ type server struct {
 // set, not ready). Make it ready with SetPodReady. The namespace goes at the
 // harness's cleanup. edit, if any, changes the Pod object before it is
 // created (hostNetwork, readiness gates, ports).
-func (h *Harness) AddPod(t testing.TB, node int, name string, labels map[string]string, edit ...func(*corev1.Pod)) *Pod {
+func (h *Harness) AddPod(t harness.TB, node int, name string, labels map[string]string, edit ...func(*corev1.Pod)) *Pod {
 	t.Helper()
 	n := h.Node(node)
 	h.mu.Lock()
@@ -131,7 +131,7 @@ func (p *Pod) Listen(network, addr string) (net.Listener, error) {
 
 // ServeHTTP serves handler on port inside the pod's network namespace until
 // t's cleanup. A nil handler answers every request with the pod's name.
-func (p *Pod) ServeHTTP(t testing.TB, port int, handler http.Handler) {
+func (p *Pod) ServeHTTP(t harness.TB, port int, handler http.Handler) {
 	t.Helper()
 	if handler == nil {
 		handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

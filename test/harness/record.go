@@ -1,4 +1,4 @@
-package k8sdrain
+package harness
 
 import (
 	"sort"

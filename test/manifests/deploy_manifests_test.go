@@ -1,4 +1,4 @@
-package k8s_test
+package manifests_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,11 +27,11 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // inspection accept the container's settings and the example haproxy.cfg
 // without a warning. No cluster needed.
 func TestDeploy_Manifests(t *testing.T) {
-	for _, mode := range routingOverlays {
+	for _, mode := range kube.RoutingOverlays {
 		t.Run(mode, func(t *testing.T) {
-			r := render(t, filepath.Join(deployDir, "overlays", mode))
-			t.Logf("overlays/%s: %s", mode, strings.Join(r.kinds(), " "))
-			d, c := r.deployment(t)
+			r := kube.Render(t, filepath.Join(kube.DeployDir(t), "overlays", mode))
+			t.Logf("overlays/%s: %s", mode, strings.Join(r.Kinds(), " "))
+			d, c := deployment(t, r)
 			checkPod(t, d, c, mode)
 			checkHapsuperAccepts(t, c)
 			checkConfigMapMounted(t, r, d)
@@ -42,8 +43,8 @@ func TestDeploy_Manifests(t *testing.T) {
 		})
 	}
 	t.Run("base is off", func(t *testing.T) {
-		r := render(t, filepath.Join(deployDir, "base"))
-		d, c := r.deployment(t)
+		r := kube.Render(t, filepath.Join(kube.DeployDir(t), "base"))
+		d, c := deployment(t, r)
 		checkPod(t, d, c, conf.RoutingOff)
 		checkNoToken(t, r, d)
 	})
@@ -95,7 +96,7 @@ func checkPod(t *testing.T, d *appsv1.Deployment, c corev1.Container, mode strin
 // then its configuration inspection: no error, no warning.
 func checkHapsuperAccepts(t *testing.T, c corev1.Container) {
 	t.Helper()
-	cfg := filepath.Join(deployDir, "base", "haproxy.cfg")
+	cfg := filepath.Join(kube.DeployDir(t), "base", "haproxy.cfg")
 	s, err := conf.Parse([]string{"--", "haproxy", "-f", cfg}, hapsuperEnv(c))
 	if err != nil {
 		t.Fatalf("hapsuper refuses the container's settings: %v", err)
@@ -115,15 +116,15 @@ func checkHapsuperAccepts(t *testing.T, c corev1.Container) {
 
 // checkConfigMapMounted checks that the generated ConfigMap holds
 // base/haproxy.cfg and is the one the pod mounts on the image's path.
-func checkConfigMapMounted(t *testing.T, r rendered, d *appsv1.Deployment) {
+func checkConfigMapMounted(t *testing.T, r kube.Rendered, d *appsv1.Deployment) {
 	t.Helper()
-	want, err := os.ReadFile(filepath.Join(deployDir, "base", "haproxy.cfg"))
+	want, err := os.ReadFile(filepath.Join(kube.DeployDir(t), "base", "haproxy.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := r.find("ConfigMap")
+	cms := r.Find("ConfigMap")
 	if len(cms) != 1 {
-		t.Fatalf("rendered %v: want one ConfigMap", r.kinds())
+		t.Fatalf("kube.Rendered %v: want one ConfigMap", r.Kinds())
 	}
 	if got, _, _ := unstructured.NestedString(cms[0].Object, "data", "haproxy.cfg"); got != string(want) {
 		t.Errorf("ConfigMap %s data haproxy.cfg differs from base/haproxy.cfg", cms[0].GetName())
@@ -140,7 +141,7 @@ func checkConfigMapMounted(t *testing.T, r rendered, d *appsv1.Deployment) {
 }
 
 // checkNoToken: routing off has no API access at all.
-func checkNoToken(t *testing.T, r rendered, d *appsv1.Deployment) {
+func checkNoToken(t *testing.T, r kube.Rendered, d *appsv1.Deployment) {
 	t.Helper()
 	if v := tokenVolumes(d); len(v) > 0 {
 		t.Errorf("routing off mounts a token volume %s: want none", v[0].Name)
@@ -149,7 +150,7 @@ func checkNoToken(t *testing.T, r rendered, d *appsv1.Deployment) {
 		t.Errorf("routing off runs as service account %q: want the namespace's default (no token)", sa)
 	}
 	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} {
-		if len(r.find(kind)) > 0 {
+		if len(r.Find(kind)) > 0 {
 			t.Errorf("routing off renders a %s: want no RBAC", kind)
 		}
 	}
@@ -158,7 +159,7 @@ func checkNoToken(t *testing.T, r rendered, d *appsv1.Deployment) {
 // checkToken: the routing overlays project the standard three sources
 // read-only with mode 0400, where client-go looks, for a service account
 // the render binds.
-func checkToken(t *testing.T, r rendered, d *appsv1.Deployment, c corev1.Container) {
+func checkToken(t *testing.T, r kube.Rendered, d *appsv1.Deployment, c corev1.Container) {
 	t.Helper()
 	vols := tokenVolumes(d)
 	if len(vols) != 1 {
@@ -188,8 +189,8 @@ func checkToken(t *testing.T, r rendered, d *appsv1.Deployment, c corev1.Contain
 		t.Errorf("token volume mount %+v: want read-only on %s", c.VolumeMounts, serviceAccountDir)
 	}
 	sa := d.Spec.Template.Spec.ServiceAccountName
-	if sa == "" || !slices.ContainsFunc(r.find("ServiceAccount"), func(o *unstructured.Unstructured) bool { return o.GetName() == sa }) {
-		t.Errorf("serviceAccountName %q: want a ServiceAccount of the render (%v)", sa, r.kinds())
+	if sa == "" || !slices.ContainsFunc(r.Find("ServiceAccount"), func(o *unstructured.Unstructured) bool { return o.GetName() == sa }) {
+		t.Errorf("serviceAccountName %q: want a ServiceAccount of the render (%v)", sa, r.Kinds())
 	}
 }
 
@@ -232,8 +233,8 @@ func TestDeploy_GracePeriodFollowsPatch(t *testing.T) {
         path: /spec/template/spec/terminationGracePeriodSeconds
         value: 75
 `
-	r := renderIn(t, "overlays/endpointslices", "shop", patch+graceReplacement)
-	d, c := r.deployment(t)
+	r := kube.RenderIn(t, "overlays/endpointslices", "shop", patch+graceReplacement)
+	d, c := deployment(t, r)
 	if g := ptrValue(d.Spec.Template.Spec.TerminationGracePeriodSeconds); g != int64(75) {
 		t.Fatalf("terminationGracePeriodSeconds = %v: want 75", g)
 	}
@@ -248,8 +249,8 @@ func TestDeploy_GracePeriodFollowsPatch(t *testing.T) {
 // only the capabilities HAProxy needs to drop its workers to user haproxy;
 // the token keeps mode 0400. The example haproxy.cfg names that user.
 func TestDeploy_TokenIsolation(t *testing.T) {
-	r := renderIn(t, "overlays/kube-proxy", "shop", "components:\n  - {{deploy}}/components/token-isolation\n")
-	d, c := r.deployment(t)
+	r := kube.RenderIn(t, "overlays/kube-proxy", "shop", "components:\n  - {{deploy}}/components/token-isolation\n")
+	d, c := deployment(t, r)
 	checkPod(t, d, c, conf.RoutingKubeProxy)
 	checkToken(t, r, d, c)
 	psc := d.Spec.Template.Spec.SecurityContext
@@ -260,7 +261,7 @@ func TestDeploy_TokenIsolation(t *testing.T) {
 	if caps == nil || !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(caps.Add, []corev1.Capability{"SETUID", "SETGID"}) {
 		t.Errorf("capabilities %+v: want drop ALL, add SETUID SETGID", caps)
 	}
-	cfg, err := os.ReadFile(filepath.Join(deployDir, "base", "haproxy.cfg"))
+	cfg, err := os.ReadFile(filepath.Join(kube.DeployDir(t), "base", "haproxy.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}

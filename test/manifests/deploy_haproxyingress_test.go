@@ -1,0 +1,75 @@
+package manifests_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The post-renderer gives the chart's HAProxy container hapsuper's
+// settings (grace period equal to the pod's and to values.yaml), the pod's
+// identity and a directory for its sockets, and leaves the chart's
+// arguments alone; hapsuper, started by the image's ENTRYPOINT with those
+// arguments, reuses the chart's master socket. The controller container is
+// not touched.
+func TestDeploy_HAProxyIngress(t *testing.T) {
+	r := kube.RenderHAProxyIngress(t)
+	d, c := deployment(t, r)
+
+	grace, _ := envValue(c, "HAPSUPER_GRACE_PERIOD")
+	g, err := time.ParseDuration(grace)
+	tgps := ptrValue(d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+	if err != nil || tgps != int64(g/time.Second) {
+		t.Errorf("HAPSUPER_GRACE_PERIOD %q, terminationGracePeriodSeconds %v: want the same", grace, tgps)
+	}
+	var values struct {
+		Controller struct {
+			TerminationGracePeriodSeconds int64 `json:"terminationGracePeriodSeconds"`
+		} `json:"controller"`
+	}
+	b, err := os.ReadFile(filepath.Join(kube.DeployDir(t), "haproxy-ingress", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatalf("parse values.yaml: %v", err)
+	}
+	if got := values.Controller.TerminationGracePeriodSeconds; time.Duration(got)*time.Second != g {
+		t.Errorf("values.yaml controller.terminationGracePeriodSeconds = %d, hapsuper-patch.yaml HAPSUPER_GRACE_PERIOD = %q: want the same", got, grace)
+	}
+	for name, field := range map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_IPS": "status.podIPs", "NODE_NAME": "spec.nodeName"} {
+		if got := fieldRefs(c)[name]; got != field {
+			t.Errorf("env %s from %q: want %q", name, got, field)
+		}
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		t.Errorf("container haproxy has a preStop hook")
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/hapsuper" }) {
+		t.Errorf("no volume on /var/run/hapsuper")
+	}
+
+	// The image's ENTRYPOINT is `hapsuper --`; the chart's args follow.
+	s, err := conf.Parse(append([]string{"--"}, c.Args...), hapsuperEnv(c))
+	if err != nil {
+		t.Fatalf("hapsuper refuses the chart's HAProxy arguments with the patch's settings: %v", err)
+	}
+	if s.MasterSocket != "/var/run/haproxy/master.sock" {
+		t.Errorf("hapsuper's master socket %q: want the chart's /var/run/haproxy/master.sock, which the controller uses", s.MasterSocket)
+	}
+	if s.Routing != conf.RoutingOff {
+		t.Errorf("routing %q: want off", s.Routing)
+	}
+	for _, other := range d.Spec.Template.Spec.Containers {
+		if other.Name == "haproxy-ingress" && len(other.Env) != 2 {
+			t.Errorf("the controller container's env changed: %+v", other.Env)
+		}
+	}
+}
