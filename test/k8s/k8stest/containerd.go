@@ -54,6 +54,7 @@ state = "{{dir}}/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "{{dir}}/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{{dir}}/net.d"
@@ -214,6 +215,12 @@ func (c *Containerd) stop() []error {
 		for _, id := range ids {
 			if p := c.netnsOf(ctx, id); p != "" {
 				netns = append(netns, p)
+			}
+			// The CNI library's cache of a sandbox killed without CNI DEL.
+			for _, name := range []string{"hapsuper-test-" + id + "-eth0", "cni-loopback-" + id + "-lo"} {
+				if err := os.Remove(filepath.Join("/var/lib/cni/results", name)); err != nil && !os.IsNotExist(err) {
+					errs = append(errs, err)
+				}
 			}
 			_, _ = c.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
 			_, _ = c.ctr(ctx, "tasks", "delete", "--force", id)

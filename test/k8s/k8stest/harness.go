@@ -200,6 +200,15 @@ func (h *Harness) Healthz(ctx context.Context, i int) (*Healthz, error) {
 // not remove. On failure it shows the end of every component's log.
 func (h *Harness) teardown() {
 	if h.kubelet != nil {
+		// No controller may replace the pods the kubelet stops.
+		if h.controllerManager != nil {
+			if err := h.controllerManager.Crashed(); err == nil {
+				_ = h.controllerManager.Kill()
+			}
+		}
+		if err := h.kubelet.stopPods(h); err != nil {
+			h.t.Errorf("k8stest: %v", err)
+		}
 		for _, err := range h.kubelet.stop(h.t.Failed(), h.t.Logf) {
 			h.t.Errorf("k8stest: %v", err)
 		}

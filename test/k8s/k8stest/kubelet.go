@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"golang.org/x/sys/unix"
@@ -36,10 +37,19 @@ type Kubelet struct {
 	// Containerd is the node's container runtime.
 	Containerd *Containerd
 
-	dir  string
-	proc *Process
-	lock *os.File
+	dir     string
+	proc    *Process
+	lock    *os.File
+	created []string // kubeletHostPaths this kubelet made: removed at stop
 }
+
+// kubeletHostPaths are the machine's paths that the kubelet (device plugin
+// socket, container log links), containerd's shims (sockets, under
+// /run/containerd/s) and the CNI library (results cache) write whatever
+// their configuration says. Those that did not exist before the kubelet
+// started are removed at teardown; in those that did, only the entries of
+// this kubelet's containers are.
+var kubeletHostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd"}
 
 // kubeletLock is held while a kubelet runs: cAdvisor, cgroups and the
 // container runtime's pieces are the machine's, one kubelet at a time.
@@ -93,6 +103,11 @@ func (h *Harness) startKubelet(ctx context.Context, n *Node) (*Kubelet, error) {
 	}
 	k.lock = lock
 	h.kubelet = k // from here on, teardown stops it
+	for _, p := range kubeletHostPaths {
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			k.created = append(k.created, p)
+		}
+	}
 	for _, d := range []string{k.dir, filepath.Join(k.dir, "root"), filepath.Join(k.dir, "pod-logs")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
@@ -128,6 +143,7 @@ func (h *Harness) startKubelet(ctx context.Context, n *Node) (*Kubelet, error) {
 		"--config=" + filepath.Join(k.dir, "config.yaml"),
 		"--kubeconfig=" + h.path("admin.kubeconfig"),
 		"--root-dir=" + filepath.Join(k.dir, "root"),
+		"--cert-dir=" + filepath.Join(k.dir, "pki"),
 		"--hostname-override=" + n.Name,
 		"--node-ip=" + n.IP.String(),
 		"--v=1",
@@ -202,6 +218,45 @@ func (k *Kubelet) ImportImage(ctx context.Context, archive string) error {
 // LogTail returns the last n lines of the kubelet's log.
 func (k *Kubelet) LogTail(n int) string { return k.proc.LogTail(n) }
 
+// stopPods has the kubelet stop every pod bound to its node, as a
+// cluster's drain of a node would (grace period 1s), and waits (bounded)
+// until it has removed them: their sandboxes are torn down through the CNI
+// plugins then, not killed. The caller has stopped the controllers that
+// would replace them. Without an apiserver, there is nothing to do.
+func (k *Kubelet) stopPods(h *Harness) error {
+	if k.proc == nil || k.proc.Err() != nil || h.apiserver == nil || h.apiserver.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	selector := metav1.ListOptions{FieldSelector: "spec.nodeName=" + k.Node.Name}
+	pods, err := h.Client.CoreV1().Pods("").List(ctx, selector)
+	if err != nil {
+		return fmt.Errorf("list the pods of %s: %w", k.Node.Name, err)
+	}
+	for _, p := range pods.Items {
+		err := h.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrInt64(1)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	left := len(pods.Items)
+	err = poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		pods, err := h.Client.CoreV1().Pods("").List(ctx, selector)
+		if err != nil {
+			return false, nil
+		}
+		left = len(pods.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for the kubelet on %s to stop its pods: %d left: %w", k.Node.Name, left, err)
+	}
+	return nil
+}
+
+func ptrInt64(v int64) *int64 { return &v }
+
 // stop kills the kubelet, then containerd with every container it still
 // runs, unmounts what the kubelet left mounted under its directory, and
 // releases the lock. It returns what went wrong.
@@ -225,8 +280,33 @@ func (k *Kubelet) stop(failed bool, logf func(string, ...any)) []error {
 	if k.Containerd != nil {
 		errs = append(errs, unmountUnder(k.Containerd.dir)...)
 	}
+	errs = append(errs, k.removeHostPaths()...)
 	if k.lock != nil {
 		k.lock.Close()
+	}
+	return errs
+}
+
+// removeHostPaths removes the kubeletHostPaths this kubelet made, and in
+// the others the container log links that point into its directory.
+func (k *Kubelet) removeHostPaths() []error {
+	var errs []error
+	for _, p := range k.created {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", p, err))
+		}
+	}
+	if slices.Contains(k.created, "/var/log/containers") {
+		return errs
+	}
+	links, _ := os.ReadDir("/var/log/containers")
+	for _, l := range links {
+		p := filepath.Join("/var/log/containers", l.Name())
+		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, k.dir+"/") {
+			if err := os.Remove(p); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s: %w", p, err))
+			}
+		}
 	}
 	return errs
 }
