@@ -155,6 +155,8 @@ func TestRealPod_Rollout(t *testing.T) {
 	time.Sleep(time.Second)
 	stopClients()
 
+	stopWatch() // every stopped pod's log has ended; the last pod's stream ends here
+	pods.wg.Wait()
 	checkRequests(t, record.Outcomes())
 	checkRealPods(t, pods, 3)
 	t.Logf("scenario wall time %v", time.Since(began).Round(time.Millisecond))
@@ -296,7 +298,7 @@ func checkRealPods(t *testing.T, w *podWatch, want int) {
 			t.Errorf("pod %s: deleted at %s but never removed", p.name, deleted.Format(time.RFC3339))
 		}
 		p.log.WaitRead(10 * time.Second)
-		checkStopped(t, p, grace, term, status, statusErr)
+		checkStopped(t, p, pr.cgroupDir, grace, term, status, statusErr)
 	}
 	if stopped != want {
 		t.Errorf("%d pods were stopped, want %d (2 rolled, 1 scaled away)", stopped, want)
@@ -306,7 +308,7 @@ func checkRealPods(t *testing.T, w *podWatch, want int) {
 // checkStopped checks one stopped pod: the signal hapsuper got, the drain's
 // reason, the status seen through exec, the exit code and time, and the
 // cgroup left behind.
-func checkStopped(t *testing.T, p *realPod, grace int64, term *corev1.ContainerStateTerminated, status string, statusErr error) {
+func checkStopped(t *testing.T, p *realPod, cgroupDir string, grace int64, term *corev1.ContainerStateTerminated, status string, statusErr error) {
 	t.Helper()
 	started, ok := p.log.Find("drain started", nil)
 	if !ok {
@@ -351,9 +353,9 @@ func checkStopped(t *testing.T, p *realPod, grace int64, term *corev1.ContainerS
 			t.Errorf("pod %s: container exited %v after the stop signal, not before the grace period (%ds)", p.name, took, grace)
 		}
 	}
-	if p.processes.cgroupDir == "" {
+	if cgroupDir == "" {
 		t.Errorf("pod %s: its cgroup was never read", p.name)
-	} else if left, err := cgroupProcs(p.processes.cgroupDir); err != nil || left != "" {
-		t.Errorf("pod %s: processes left in its cgroup %s after exit: %q (%v)", p.name, p.processes.cgroupDir, left, err)
+	} else if left, err := cgroupProcs(cgroupDir); err != nil || left != "" {
+		t.Errorf("pod %s: processes left in its cgroup %s after exit: %q (%v)", p.name, cgroupDir, left, err)
 	}
 }
