@@ -205,7 +205,7 @@ func (k *Kubelet) waitReady(ctx context.Context, h *Harness, began time.Time) er
 	if err != nil {
 		return fmt.Errorf("wait for kubelet on %s to report ready (last: %s): %w; its log ends:\n%s", k.Node.Name, last, err, k.proc.LogTail(30))
 	}
-	h.t.Logf("k8stest: kubelet on %s ready in %v (%s)", k.Node.Name, time.Since(began).Round(time.Millisecond), k.Node.Name)
+	h.t.Logf("k8stest: kubelet on %s ready in %v (%s)", k.Node.Name, time.Since(began).Round(time.Millisecond), k.dir)
 	return nil
 }
 
