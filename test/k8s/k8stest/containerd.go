@@ -33,7 +33,9 @@ type Containerd struct {
 // containerdConfig is containerd 1.6's configuration (version 2). cgroupfs
 // (no systemd here); restrict_oom_score_adj because without
 // CAP_SYS_RESOURCE runc's write of a lower oom_score_adj fails ("can't get
-// final child's PID from pipe"); the pause image built by pauseImage.
+// final child's PID from pipe"); the pause image built by pauseImage; the
+// pod sandboxes' network namespaces under the state directory, not in
+// /var/run/netns (so a crashed run's are found and unmounted with it).
 const containerdConfig = `version = 2
 root = "{{dir}}/root"
 state = "{{dir}}/state"
@@ -47,6 +49,7 @@ state = "{{dir}}/state"
   sandbox_image = "` + pauseImageRef + `"
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

@@ -103,10 +103,8 @@ func (h *Harness) startKubelet(ctx context.Context, n *Node) (*Kubelet, error) {
 	}
 	k.lock = lock
 	h.kubelet = k // from here on, teardown stops it
-	for _, p := range kubeletHostPaths {
-		if _, err := os.Lstat(p); os.IsNotExist(err) {
-			k.created = append(k.created, p)
-		}
+	if err := k.claimHostPaths(); err != nil {
+		return nil, err
 	}
 	for _, d := range []string{k.dir, filepath.Join(k.dir, "root"), filepath.Join(k.dir, "pod-logs")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -155,6 +153,31 @@ func (h *Harness) startKubelet(ctx context.Context, n *Node) (*Kubelet, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// kubeletCreated records, while a kubelet runs, the kubeletHostPaths it
+// made: a run that crashed before removing them hands them to the next.
+const kubeletCreated = slotLockDir + "/kubelet-created"
+
+// claimHostPaths notes which kubeletHostPaths do not exist yet, adds those
+// a crashed run made (its record), and records them all.
+func (k *Kubelet) claimHostPaths() error {
+	if data, err := os.ReadFile(kubeletCreated); err == nil {
+		for _, p := range strings.Fields(string(data)) {
+			if slices.Contains(kubeletHostPaths, p) {
+				k.created = append(k.created, p)
+			}
+		}
+	}
+	for _, p := range kubeletHostPaths {
+		if _, err := os.Lstat(p); os.IsNotExist(err) && !slices.Contains(k.created, p) {
+			k.created = append(k.created, p)
+		}
+	}
+	if err := os.WriteFile(kubeletCreated, []byte(strings.Join(k.created, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record the kubelet's host paths: %w", err)
+	}
+	return nil
 }
 
 // lockKubelet takes the machine's kubelet lock, waiting (bounded by ctx)
@@ -294,6 +317,11 @@ func (k *Kubelet) removeHostPaths() []error {
 	for _, p := range k.created {
 		if err := os.RemoveAll(p); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", p, err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.Remove(kubeletCreated); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
 		}
 	}
 	if slices.Contains(k.created, "/var/log/containers") {
