@@ -22,10 +22,10 @@ import (
 // bound to that node (spec.nodeName: no scheduler runs) are started,
 // probed, stopped with their image's STOPSIGNAL and killed at their grace
 // period as on a real cluster. Everything it writes is under the harness's
-// temporary directory (its root, pod logs, containerd's root and state, CNI
-// configuration and IPAM state) or in the node's network namespace, but for
-// the pod sandboxes' network namespaces (removed at teardown, by the paths
-// containerd reports) and the containers' cgroups (runc removes them).
+// temporary directory (its root, pod logs, containerd's root and state with
+// the sandboxes' network namespaces, CNI configuration and IPAM state) or
+// in the node's network namespace, but for the containers' cgroups (runc
+// removes them) and kubeletHostPaths.
 //
 // The kubelet authenticates to the apiserver with the admin certificate
 // (system:masters: the apiserver runs RBAC only, without the Node
