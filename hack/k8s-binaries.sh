@@ -1,18 +1,19 @@
 #!/bin/sh
 # k8s-binaries.sh builds the real Kubernetes and etcd binaries that the
 # test/k8s harness runs (etcd, kube-apiserver, kube-controller-manager,
-# kube-proxy) from the separate tools/k8s module, into a cache directory
+# kube-proxy, kubelet) from the separate tools/k8s module, into a cache directory
 # outside the repository:
 #
 #   ${HAPSUPER_K8S_CACHE:-/var/cache/hapsuper/k8s}/<key>/
 #
 # where <key> is v1.37.2-<first 12 hex digits of sha256(tools/k8s/go.sum)>.
-# test/k8s computes the same directory. When all four binaries are present
+# test/k8s computes the same directory. When all five binaries are present
 # the build is skipped ("cached"). Each binary is written under a temporary
 # name and renamed, so an interrupted build never leaves a half binary.
 # The last line printed is the directory.
 #
-# A cold build takes about 10 minutes on 2 cores and ~5 GB of Go caches.
+# A cold build takes about 15 minutes on 2 cores (the kubelet ~5 of them)
+# and ~5 GB of Go caches.
 set -eu
 
 version=v1.37.2
@@ -23,7 +24,7 @@ sum=$(sha256sum "$tools/go.sum" | cut -c1-12)
 dir=${HAPSUPER_K8S_CACHE:-/var/cache/hapsuper/k8s}/$version-$sum
 
 have_all() {
-	for b in etcd kube-apiserver kube-controller-manager kube-proxy; do
+	for b in etcd kube-apiserver kube-controller-manager kube-proxy kubelet; do
 		[ -x "$dir/$b" ] || return 1
 	done
 }
@@ -54,4 +55,5 @@ build etcd go.etcd.io/etcd/server/v3
 build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+build kubelet k8s.io/kubernetes/cmd/kubelet
 echo "$dir"

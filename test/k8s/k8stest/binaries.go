@@ -68,6 +68,31 @@ func binaryDir() (string, error) {
 	return dir, nil
 }
 
+// kubeletTools are the host programs a kubelet node needs.
+var kubeletTools = []string{"containerd", "runc", "ctr", "nsenter", "gcc", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback"}
+
+// requireKubeletPrerequisites ends the test (skipped normally, failed when
+// CI=true) when the kubelet binary or a host program is missing.
+func requireKubeletPrerequisites(t harness.TB, bin string) {
+	t.Helper()
+	var err error
+	if _, e := exec.LookPath(filepath.Join(bin, "kubelet")); e != nil {
+		err = fmt.Errorf("find kubelet in %s: %w (run hack/k8s-binaries.sh, or set HAPSUPER_K8S_BIN)", bin, e)
+	}
+	for _, tool := range kubeletTools {
+		if _, e := exec.LookPath(tool); e != nil && err == nil {
+			err = fmt.Errorf("look up %s: %w (apt-get install containerd runc containernetworking-plugins gcc libc6-dev util-linux)", tool, e)
+		}
+	}
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("k8stest: %v", err)
+	}
+	t.Skipf("k8stest: %v", err)
+}
+
 // cacheDir computes the directory exactly as hack/k8s-binaries.sh does:
 // ${HAPSUPER_K8S_CACHE:-/var/cache/hapsuper/k8s}/<version>-<sha256(go.sum)[:12]>.
 func cacheDir() (string, error) {

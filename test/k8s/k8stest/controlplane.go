@@ -68,6 +68,10 @@ func (h *Harness) startControlPlane() error {
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--authorization-mode=RBAC",
 		"--profiling=false",
+		// exec and logs reach a kubelet (Options.KubeletNode) at the
+		// node's fabric address, with the admin certificate.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate=" + h.pki.AdminCert, "--kubelet-client-key=" + h.pki.AdminKey,
 	})
 	if err != nil {
 		return err
@@ -99,7 +103,8 @@ func (h *Harness) startControlPlane() error {
 	h.controllerManager, err = startProcess("kube-controller-manager", h.path("kube-controller-manager.log"), []string{
 		filepath.Join(h.bin, "kube-controller-manager"),
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=endpointslice,serviceaccount",
+		"--controllers=" + h.controllers(),
+		"--root-ca-file=" + h.pki.CA, // published as kube-root-ca.crt (KubeletNode)
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--secure-port=0",
 	})
@@ -109,6 +114,16 @@ func (h *Harness) startControlPlane() error {
 	h.t.Logf("k8stest: etcd healthy in %v, kube-apiserver ready %v later",
 		etcdAt.Sub(began).Round(time.Millisecond), apiserverAt.Sub(etcdAt).Round(time.Millisecond))
 	return nil
+}
+
+// controllers are the controller-manager's controllers: with a real
+// kubelet, Deployments run, and projected service-account volumes need the
+// kube-root-ca.crt ConfigMap in every namespace.
+func (h *Harness) controllers() string {
+	if h.Options.KubeletNode != 0 {
+		return "endpointslice,serviceaccount,deployment,replicaset,root-ca-cert-publisher"
+	}
+	return "endpointslice,serviceaccount"
 }
 
 // waitDefaultServiceAccount waits for the serviceaccount controller to make

@@ -7,6 +7,13 @@
 // podIPs) when it chooses. Tests can then delete pods and watch kube-proxy
 // withdraw them, freeze kube-proxy, or read its healthz.
 //
+// With Options.KubeletNode, one node runs a real kubelet instead, with
+// Debian's containerd and runc, the CNI bridge and host-local plugins and a
+// pause image built from Kubernetes' pause.c: pods bound to it (nodeName)
+// are run from imported images, stopped and exec'd into as on a real
+// cluster, and the controller-manager adds the deployment, replicaset and
+// root-ca-cert-publisher controllers.
+//
 // Requirements: root, iproute2, nftables, iptables and conntrack, and the
 // binaries built by hack/k8s-binaries.sh (found in $HAPSUPER_K8S_BIN, or in
 // the cache directory that script prints). Without them a test is skipped,

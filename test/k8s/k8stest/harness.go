@@ -24,6 +24,12 @@ type Options struct {
 	ProxyMode string
 	// MinSyncPeriod is kube-proxy's minSyncPeriod; 0 means 1s.
 	MinSyncPeriod time.Duration
+	// KubeletNode, when not 0, is the node (counting from 1) that runs a
+	// real kubelet with containerd and runc (see Kubelet); the
+	// controller-manager then also runs the deployment and replicaset
+	// controllers. Needs the kubelet binary and Debian's containerd, runc,
+	// containernetworking-plugins and gcc.
+	KubeletNode int
 }
 
 // Harness is one running cluster. Start makes it; t.Cleanup removes it.
@@ -46,9 +52,10 @@ type Harness struct {
 
 	etcd, apiserver, controllerManager *Process
 
-	nodes []*Node
-	mu    sync.Mutex
-	pods  []*Pod
+	nodes   []*Node
+	kubelet *Kubelet
+	mu      sync.Mutex
+	pods    []*Pod
 }
 
 var harnessSeq atomic.Int64
@@ -75,6 +82,12 @@ func Start(t harness.TB, opts Options) *Harness {
 	}
 	if opts.MinSyncPeriod == 0 {
 		opts.MinSyncPeriod = time.Second
+	}
+	if opts.KubeletNode < 0 || opts.KubeletNode > opts.Nodes {
+		t.Fatalf("k8stest: Options.KubeletNode = %d: want 0 (none) or a node, 1 to %d", opts.KubeletNode, opts.Nodes)
+	}
+	if opts.KubeletNode != 0 {
+		requireKubeletPrerequisites(t, bin)
 	}
 	removeStale(t.Logf)
 
@@ -132,6 +145,13 @@ func (h *Harness) start() error {
 			return err
 		}
 	}
+	if h.Options.KubeletNode != 0 {
+		kctx, kcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer kcancel()
+		if _, err := h.startKubelet(kctx, h.nodes[h.Options.KubeletNode-1]); err != nil {
+			return err
+		}
+	}
 	h.t.Logf("k8stest: %d node(s), kube-proxy %s, healthy %v after the nodes were made; cluster up in %v (slot %d, %s)",
 		len(h.nodes), h.Options.ProxyMode, time.Since(nodesAt).Round(time.Millisecond),
 		time.Since(began).Round(time.Millisecond), h.slot.n, h.dir)
@@ -160,6 +180,14 @@ func (h *Harness) Node(i int) *Node {
 // Nodes returns every node, node1 first.
 func (h *Harness) Nodes() []*Node { return h.nodes }
 
+// Kubelet returns the kubelet of Options.KubeletNode.
+func (h *Harness) Kubelet() *Kubelet {
+	if h.kubelet == nil {
+		h.t.Fatalf("k8stest: Kubelet(): the harness runs no kubelet (Options.KubeletNode is 0)")
+	}
+	return h.kubelet
+}
+
 // KubeProxy returns node i's kube-proxy.
 func (h *Harness) KubeProxy(i int) *KubeProxy { return h.Node(i).KubeProxy }
 
@@ -171,6 +199,20 @@ func (h *Harness) Healthz(ctx context.Context, i int) (*Healthz, error) {
 // teardown removes everything, in reverse order, and reports what it could
 // not remove. On failure it shows the end of every component's log.
 func (h *Harness) teardown() {
+	if h.kubelet != nil {
+		// No controller may replace the pods the kubelet stops.
+		if h.controllerManager != nil {
+			if err := h.controllerManager.Crashed(); err == nil {
+				_ = h.controllerManager.Kill()
+			}
+		}
+		if err := h.kubelet.stopPods(h); err != nil {
+			h.t.Errorf("k8stest: %v", err)
+		}
+		for _, err := range h.kubelet.stop(h.t.Failed(), h.t.Logf) {
+			h.t.Errorf("k8stest: %v", err)
+		}
+	}
 	var procs []*Process
 	for _, n := range h.nodes {
 		if p := n.KubeProxy.Process(); p != nil {

@@ -77,6 +77,9 @@ func removeStaleNow(logf func(format string, args ...any)) []error {
 	temps, _ := os.ReadDir(os.TempDir())
 	for _, e := range temps {
 		if _, ok := deadOwner(staleTemp, e.Name()); ok {
+			// A kubelet node's containers, volume and container root mounts first.
+			errs = append(errs, removeStaleContainers(filepath.Join(os.TempDir(), e.Name()), logf)...)
+			errs = append(errs, unmountUnder(filepath.Join(os.TempDir(), e.Name()))...)
 			if err := os.RemoveAll(filepath.Join(os.TempDir(), e.Name())); err != nil {
 				errs = append(errs, fmt.Errorf("remove %s: %w", e.Name(), err))
 			}
