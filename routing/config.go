@@ -3,6 +3,8 @@ package routing
 import (
 	"fmt"
 	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // Mode is how much of the routing the observer watches.
@@ -24,9 +26,9 @@ const (
 
 // Defaults of Config; a zero field takes its default.
 const (
-	DefaultHealthzPort    = 10256 // kube-proxy's healthzBindAddress port
-	DefaultMinSyncPeriod  = time.Second
-	DefaultSyncAllowance  = 250 * time.Millisecond
+	DefaultHealthzPort    = conf.DefaultKubeProxyHealthzPort
+	DefaultMinSyncPeriod  = conf.DefaultKubeProxyMinSyncPeriod
+	DefaultSyncAllowance  = conf.DefaultKubeProxySyncAllowance
 	DefaultWatchLag       = 100 * time.Millisecond
 	DefaultConcurrency    = 32
 	DefaultRequestTimeout = time.Second
