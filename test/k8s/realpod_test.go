@@ -326,7 +326,7 @@ func checkStopped(t *testing.T, p *realPod, cgroupDir string, grace int64, term 
 	case ended.Str("reason") != "routed-away":
 		t.Errorf("pod %s: drain ended %s (%s), want routed-away", p.name, ended.Str("reason"), ended.Str("detail"))
 	default:
-		t.Logf("pod %s: SIGUSR1, drain %s after %v", p.name, ended.Str("reason"), ended.At.Sub(started.At).Round(time.Millisecond))
+		t.Logf("pod %s: SIGUSR1, drain %s (%s) after %v", p.name, ended.Str("reason"), ended.Str("detail"), ended.At.Sub(started.At).Round(time.Millisecond))
 	}
 	if statusErr != nil {
 		t.Errorf("pod %s: hapsuper status --json through exec while draining: %v", p.name, statusErr)
