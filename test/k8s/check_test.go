@@ -147,7 +147,7 @@ func TestCheck_RealCluster(t *testing.T) {
 	}
 	good := filepath.Join(dir, "good.cfg")
 	abrupt := filepath.Join(dir, "abrupt.cfg")
-	for f, tmpl := range map[string]string{good: haproxyCfg, abrupt: strings.Replace(haproxyCfg, "    option idle-close-on-response\n", "", 1)} {
+	for f, tmpl := range map[string]string{good: haproxyCfg, abrupt: haproxyCfgNoIdleClose} {
 		if err := os.WriteFile(f, fmt.Appendf(nil, tmpl, pod.IP, pod.Name), 0o644); err != nil {
 			t.Fatal(err)
 		}

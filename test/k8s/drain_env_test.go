@@ -70,10 +70,8 @@ func nft(t *testing.T, netns, script string) {
 // pod of want[i].
 func (e *drainEnv) waitRouted(t *testing.T, url string, want map[int][]string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	for i, pods := range want {
-		waitSeen(ctx, t, e.H.Node(i), url, pods...)
+		waitSeen(t, e.H.Node(i), url, 10*time.Second, pods...)
 	}
 }
 

@@ -19,8 +19,7 @@ func TestDrain_LastReadyPod(t *testing.T) {
 	a := e.startPod(t, 1, "web-a", "web")
 	a.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	r := a.drainUnder(t, tr, true)
 
 	checkNoFailures(t, tr, r.Ended)
@@ -43,8 +42,7 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		e.startPlainPod(t, 1, "web-a2", "web")
 		e.startPlainPod(t, 2, "web-b", "web")
 		e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-a2"}, 2: {"web-b"}})
-		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-		time.Sleep(500 * time.Millisecond)
+		tr := startTraffic(t, url, e.H.Nodes(), nil)
 		r := a.drainUnder(t, tr, true)
 
 		checkNoFailures(t, tr, time.Time{})
@@ -63,8 +61,7 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		a.ready(t)
 		e.startPlainPod(t, 2, "web-b", "web")
 		e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-b"}})
-		tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-		time.Sleep(500 * time.Millisecond)
+		tr := startTraffic(t, url, e.H.Nodes(), nil)
 		r := a.drainUnder(t, tr, true)
 
 		checkNoFailures(t, tr, r.Ended)

@@ -39,14 +39,7 @@ const idleBound = 5 * time.Second
 // fails; the clients' later requests are answered by B; an idle pooled
 // connection holds HAProxy no longer than the configuration's idle timeout.
 func TestDrain_KeptAliveRoutedAway(t *testing.T) {
-	e := newDrainEnv(t, k8stest.Options{Nodes: 2, ProxyMode: "nftables"})
-	url := e.service(t, "web", false)
-	a := e.startPod(t, 1, "web-a", "web")
-	b := e.startPod(t, 2, "web-b", "web")
-	a.ready(t)
-	b.ready(t)
-	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
-
+	e, url, a, b := twoPods(t, k8stest.Options{Nodes: 2, ProxyMode: "nftables"})
 	tr := startPooled(t, url, e.H.Nodes(), 50*time.Millisecond, 2*drainQuiet+500*time.Millisecond)
 	time.Sleep(time.Second)
 	onA := tr.Where(func(o harness.Outcome) bool { return o.Pod == "web-a" })
@@ -93,13 +86,7 @@ func TestDrain_KeptAliveUngracefulFrontendNamed(t *testing.T) {
 	if haproxyCfgNoIdleClose == haproxyCfg {
 		t.Fatal("haproxyCfg no longer sets option idle-close-on-response: update this test")
 	}
-	e := newDrainEnv(t, k8stest.Options{Nodes: 2, ProxyMode: "nftables"})
-	url := e.service(t, "web", false)
-	a := e.startPodCfg(t, 1, "web-a", "web", haproxyCfgNoIdleClose)
-	b := e.startPod(t, 2, "web-b", "web")
-	a.ready(t)
-	b.ready(t)
-	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
+	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2, ProxyMode: "nftables"}, podOptions{cfg: haproxyCfgNoIdleClose})
 	warned := false
 	var warnings []string
 	for _, l := range a.All("config warning") {

@@ -13,13 +13,14 @@ import (
 
 // twoPods is the common start: Service web, hapsuper pod web-a on node1
 // (the one drained), hapsuper pod web-b on node2, both Ready and reached
-// from both nodes.
-func twoPods(t *testing.T, opts k8stest.Options) (e *drainEnv, url string, a, b *hapPod) {
+// from both nodes. po, if given, are web-a's and web-b's options.
+func twoPods(t *testing.T, opts k8stest.Options, po ...podOptions) (e *drainEnv, url string, a, b *hapPod) {
 	t.Helper()
+	po = append(po, podOptions{}, podOptions{})
 	e = newDrainEnv(t, opts)
 	url = e.service(t, "web", false)
-	a = e.startPod(t, 1, "web-a", "web")
-	b = e.startPod(t, 2, "web-b", "web")
+	a = e.startPodWith(t, 1, "web-a", "web", po[0])
+	b = e.startPodWith(t, 2, "web-b", "web", po[1])
 	a.ready(t)
 	b.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
@@ -44,8 +45,7 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 		since := now.Sub(time.Unix(0, d))
 		return since >= pauseFrom && since < pauseTo
 	}
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, pause)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), pause)
 
 	kp := e.H.KubeProxy(2)
 	if err := kp.Freeze(); err != nil {
@@ -87,8 +87,7 @@ func TestDrain_FrozenKubeProxy(t *testing.T) {
 // naming node2; no request sent before the drain ended fails.
 func TestDrain_PartitionedKubeProxy(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	api := e.H.APIServer().Addr()
 	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-partition {
 	chain in { type filter hook input priority -10; policy accept; ip saddr %s drop; }
@@ -122,8 +121,7 @@ func TestDrain_HealthzUnreachable(t *testing.T) {
 	chain in { type filter hook input priority -10; policy accept; tcp dport %d reject with tcp reset; }
 }
 `, k8stest.HealthzPort))
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	r := a.drainUnder(t, tr, true)
 
 	checkNoFailures(t, tr, time.Time{})

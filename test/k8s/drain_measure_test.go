@@ -84,7 +84,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 	cur := e.startPod(t, 1, "m-0", "web")
 	cur.ready(t)
 	e.waitRouted(t, url, map[int][]string{1: {"stable", "m-0"}, 2: {"stable", "m-0"}})
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
@@ -120,10 +120,9 @@ func measure(t *testing.T, rounds int, restart bool) {
 			time.Sleep(time.Until(cur.deletedAt.Add(3 * time.Second)))
 			slow.start(t, e.H.KubeProxy(2))
 		}
-		cur.waitExit(t, drainGrace+2*time.Second)
-		cur.finish(t)
+		r := cur.ended(t, true)
 		lastChange = time.Now()
-		results = append(results, measured{drainRecord: cur.record(t), rolling: rolling})
+		results = append(results, measured{drainRecord: r, rolling: rolling})
 		cur = next
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -132,7 +131,6 @@ func measure(t *testing.T, rounds int, restart bool) {
 	var failed int
 	for i := range results {
 		m := &results[i]
-		m.checkExit(t)
 		hits := tr.Where(func(o harness.Outcome) bool { return o.Pod == m.pod })
 		if len(hits) > 0 {
 			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)

@@ -59,13 +59,6 @@ type podOptions struct {
 	cfg     string // HAProxy configuration template (pod address, name); default haproxyCfg
 }
 
-// startPodCfg is startPod with another HAProxy configuration: a template
-// taking the pod's address and name, as haproxyCfg does.
-func (e *drainEnv) startPodCfg(t *testing.T, node int, name, app, cfgTemplate string) *hapPod {
-	t.Helper()
-	return e.startPodWith(t, node, name, app, podOptions{cfg: cfgTemplate})
-}
-
 // startPodWith is startPod with options.
 func (e *drainEnv) startPodWith(t *testing.T, node int, name, app string, o podOptions) *hapPod {
 	t.Helper()
@@ -122,6 +115,17 @@ func (p *hapPod) terminate(t *testing.T) {
 	t.Helper()
 	p.deleteOnly(t)
 	p.sigterm(t)
+}
+
+// deleteOnly deletes the Pod object (grace drainGrace) without the SIGTERM.
+func (p *hapPod) deleteOnly(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.e.H.DeletePod(ctx, p.Pod, drainGrace); err != nil {
+		t.Fatal(err)
+	}
+	p.deletedAt = time.Now()
 }
 
 // sigterm sends the kubelet's stop signal.
@@ -223,15 +227,23 @@ func (p *hapPod) drainUnder(t *testing.T, tr *traffic, finish bool) drainRecord 
 // the delete and the exit.
 func (p *hapPod) afterStop(t *testing.T, tr *traffic, finish bool) drainRecord {
 	t.Helper()
+	r := p.ended(t, finish)
+	time.Sleep(300 * time.Millisecond)
+	tr.Stop()
+	t.Logf("clients: %s", tr.summary())
+	return r
+}
+
+// ended waits for hapsuper to exit, removes the Pod object if finish, and
+// returns the drain's record, its exit checked.
+func (p *hapPod) ended(t *testing.T, finish bool) drainRecord {
+	t.Helper()
 	p.waitExit(t, drainGrace+2*time.Second)
 	if finish {
 		p.finish(t)
 	}
-	time.Sleep(300 * time.Millisecond)
-	tr.Stop()
 	r := p.record(t)
 	t.Logf("%v", r)
-	t.Logf("clients: %s", tr.summary())
 	r.checkExit(t)
 	return r
 }

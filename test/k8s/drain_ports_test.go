@@ -11,7 +11,6 @@ import (
 	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -27,21 +26,12 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	svc, err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
-				{Name: "admin", Port: 81, TargetPort: intstr.FromString("admin")},
-			},
-		},
-	}, metav1.CreateOptions{})
+	ip, err := e.Service(ctx, "web", false,
+		corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
+		corev1.ServicePort{Name: "admin", Port: 81, TargetPort: intstr.FromString("admin")})
 	if err != nil {
-		t.Fatalf("create Service web: %v", err)
+		t.Fatal(err)
 	}
-	ip := netip.MustParseAddr(svc.Spec.ClusterIP)
 	httpURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(ip, 80))
 	adminURL := fmt.Sprintf("http://%s/", netip.AddrPortFrom(ip, 81))
 	ports := func(names ...string) func(*corev1.Pod) {
@@ -58,9 +48,8 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 	e.waitRouted(t, httpURL, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
 	e.waitRouted(t, adminURL, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
 
-	httpTr := startTraffic(t, httpURL, e.H.Nodes(), 20*time.Millisecond, nil)
-	adminTr := startTraffic(t, adminURL, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	httpTr := startTraffic(t, httpURL, e.H.Nodes(), nil)
+	adminTr := startTraffic(t, adminURL, e.H.Nodes(), nil)
 	a.terminate(t)
 	r := a.afterStop(t, httpTr, true)
 	adminTr.Stop()

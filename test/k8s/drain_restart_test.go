@@ -27,8 +27,7 @@ import (
 func TestDrain_KubeProxyRestart(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
 	slow := newSlowFirstSync(t, time.Second)
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 
 	kp := e.H.KubeProxy(2)
 	if err := kp.Stop(); err != nil {

@@ -2,7 +2,7 @@ package k8s_test
 
 import (
 	"context"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +23,7 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 	url := e.service(t, "web", false)
 	old := []*hapPod{e.startPod(t, 1, "web-a", "web"), e.startPod(t, 2, "web-b", "web")}
 	fresh := []*hapPod{e.startPod(t, 1, "web-c", "web"), e.startPod(t, 2, "web-d", "web")}
-	for _, p := range append(append([]*hapPod{}, old...), fresh...) {
+	for _, p := range slices.Concat(old, fresh) {
 		p.ready(t)
 	}
 	back := []*k8stest.Pod{e.H.AddPod(t, 1, "web-e", map[string]string{"app": "web"}), e.H.AddPod(t, 2, "web-f", map[string]string{"app": "web"})}
@@ -32,8 +32,8 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 	}
 	all := []string{"web-a", "web-b", "web-c", "web-d"}
 	e.waitRouted(t, url, map[int][]string{1: all, 2: all})
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(1200 * time.Millisecond) // past kube-proxy's minSyncPeriod since the last change
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
+	time.Sleep(700 * time.Millisecond) // with startTraffic's 500 ms: past kube-proxy's minSyncPeriod since the last change
 
 	for _, p := range old {
 		p.terminate(t)
@@ -51,29 +51,15 @@ func TestDrain_RollbackMidRollout(t *testing.T) {
 		p.terminate(t)
 	}
 
-	drained := append(append([]*hapPod{}, old...), fresh...)
-	var wg sync.WaitGroup
-	for _, p := range drained {
-		wg.Go(func() {
-			select {
-			case <-p.Done():
-			case <-time.After(drainGrace + 2*time.Second):
-			}
-		})
-	}
-	wg.Wait()
-	for _, p := range drained {
-		p.waitExit(t, time.Second)
-		p.finish(t)
+	var drained []drainRecord
+	for _, p := range slices.Concat(old, fresh) {
+		drained = append(drained, p.ended(t, true))
 	}
 	time.Sleep(300 * time.Millisecond)
 	tr.Stop()
 	t.Logf("clients: %s", tr.summary())
 	checkNoFailures(t, tr, time.Time{})
-	for _, p := range drained {
-		r := p.record(t)
-		t.Logf("%v", r)
-		r.checkExit(t)
+	for _, r := range drained {
 		checkReason(t, r, "routed-away")
 		checkNoDNATAfterWithdrawn(t, tr, r)
 	}

@@ -17,16 +17,8 @@ import (
 func TestDrain_RoutedAway(t *testing.T) {
 	for _, mode := range []string{"nftables", "iptables"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newDrainEnv(t, k8stest.Options{Nodes: 2, ProxyMode: mode})
-			url := e.service(t, "web", false)
-			a := e.startPod(t, 1, "web-a", "web")
-			b := e.startPod(t, 2, "web-b", "web")
-			a.ready(t)
-			b.ready(t)
-			e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
-
-			tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-			time.Sleep(500 * time.Millisecond)
+			e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2, ProxyMode: mode})
+			tr := startTraffic(t, url, e.H.Nodes(), nil)
 			r := a.drainUnder(t, tr, true)
 			checkNoFailures(t, tr, time.Time{})
 			checkReason(t, r, "routed-away")

@@ -2,7 +2,8 @@ package k8s_test
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +25,15 @@ type traffic struct {
 // pauseFunc says whether node's client holds back a request at now.
 type pauseFunc func(node string, now time.Time) bool
 
-// startTraffic starts the clients; stop ends them. pause may be nil.
-func startTraffic(t *testing.T, url string, nodes []*k8stest.Node, interval time.Duration, pause pauseFunc) *traffic {
+// startTraffic starts a client every 20 ms on every node (pause may be nil)
+// and lets them run 500 ms before the scenario acts.
+func startTraffic(t *testing.T, url string, nodes []*k8stest.Node, pause pauseFunc) *traffic {
 	tr := &traffic{harness.NewTraffic(pause)}
 	for _, n := range nodes {
-		tr.Every(n.Name, n.HTTPClient(requestTimeout), url, interval, true)
+		tr.Every(n.Name, n.HTTPClient(requestTimeout), url, 20*time.Millisecond, true)
 	}
 	t.Cleanup(tr.Stop)
+	time.Sleep(500 * time.Millisecond)
 	return tr
 }
 
@@ -59,14 +62,9 @@ func (tr *traffic) summary() string {
 		}
 		counts[o.Node][k]++
 	}
-	var nodes []string
-	for n := range counts {
-		nodes = append(nodes, n)
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %v", n, counts[n]))
 	}
-	sort.Strings(nodes)
-	var b strings.Builder
-	for _, n := range nodes {
-		fmt.Fprintf(&b, "%s %v; ", n, counts[n])
-	}
-	return strings.TrimSuffix(b.String(), "; ")
+	return strings.Join(parts, "; ")
 }

@@ -30,8 +30,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 	}
 	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b", "web-c"}, 2: {"web-a", "web-b", "web-c"}})
 
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	for _, tc := range []struct {
 		pod  *hapPod
 		path string
@@ -40,11 +39,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 		{c, "readiness gate " + gate + ": a load balancer targets the pod's IP"},
 	} {
 		tc.pod.terminate(t)
-		tc.pod.waitExit(t, drainGrace+2*time.Second)
-		tc.pod.finish(t)
-		r := tc.pod.record(t)
-		t.Logf("%v", r)
-		r.checkExit(t)
+		r := tc.pod.ended(t, true)
 		checkReason(t, r, "unverified")
 		if !strings.Contains(r.Detail, "confirmed by kube-proxy on 2 nodes") || !strings.Contains(r.Detail, "not observed: "+tc.path) {
 			t.Errorf("%s: drain detail %q: want kube-proxy confirmed on both nodes and %q named as not observed", r.pod, r.Detail, tc.path)
@@ -64,13 +59,7 @@ func TestDrain_UnobservedPaths(t *testing.T) {
 // routed-away. --routing auto, with the kube-proxy overlay's grants and
 // kube-proxy's healthz reachable, picks kube-proxy and says why.
 func TestDrain_APIOnlyAndAuto(t *testing.T) {
-	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
-	url := e.service(t, "web", false)
-	a := e.startPodWith(t, 1, "web-a", "web", podOptions{routing: "endpointslices"})
-	b := e.startPodWith(t, 2, "web-b", "web", podOptions{routing: "auto"})
-	a.ready(t)
-	b.ready(t)
-	e.waitRouted(t, url, map[int][]string{1: {"web-a", "web-b"}, 2: {"web-a", "web-b"}})
+	e, url, a, b := twoPods(t, k8stest.Options{Nodes: 2}, podOptions{routing: "endpointslices"}, podOptions{routing: "auto"})
 
 	picked, ok := b.Find("routing mode picked", nil)
 	if !ok || picked.Str("mode") != "kube-proxy" {
@@ -79,8 +68,7 @@ func TestDrain_APIOnlyAndAuto(t *testing.T) {
 		t.Logf("web-b: auto picked %s: %s", picked.Str("mode"), picked.Str("why"))
 	}
 
-	tr := startTraffic(t, url, e.H.Nodes(), 20*time.Millisecond, nil)
-	time.Sleep(500 * time.Millisecond)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	r := a.drainUnder(t, tr, true)
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "withdrawn-in-api")

@@ -15,7 +15,8 @@ func TestHarness_KubeProxyLifecycle(t *testing.T) {
 	h := k8stest.Start(t, k8stest.Options{Nodes: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	kp := h.KubeProxy(1)
+	n := h.Node(1)
+	kp := n.KubeProxy
 
 	// Pods reach the apiserver (and through it, later tests' watches).
 	pod := h.AddPod(t, 1, "client", nil)
@@ -28,20 +29,20 @@ func TestHarness_KubeProxyLifecycle(t *testing.T) {
 	if err := kp.Freeze(); err != nil {
 		t.Fatal(err)
 	}
-	if hz, err := h.Healthz(ctx, 1); err == nil {
+	if hz, err := n.Healthz(ctx); err == nil {
 		t.Fatalf("frozen kube-proxy answered healthz: %+v", hz)
 	}
 	if err := kp.Thaw(); err != nil {
 		t.Fatal(err)
 	}
-	if hz, err := h.Healthz(ctx, 1); err != nil || hz.StatusCode != http.StatusOK {
+	if hz, err := n.Healthz(ctx); err != nil || hz.StatusCode != http.StatusOK {
 		t.Fatalf("thawed kube-proxy: healthz %+v, %v; want 200", hz, err)
 	}
 
 	if err := kp.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if hz, err := h.Healthz(ctx, 1); err == nil {
+	if hz, err := n.Healthz(ctx); err == nil {
 		t.Fatalf("stopped kube-proxy answered healthz: %+v", hz)
 	}
 	began := time.Now()

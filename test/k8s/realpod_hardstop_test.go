@@ -1,7 +1,6 @@
 package k8s_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,9 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/hapsuper/hapsuper/test/harness/kube"
-	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
 
 // A pod whose HAProxy ignores the hard stop (its master stopped with
@@ -27,33 +23,14 @@ import (
 // ends well before the kubelet's SIGKILL at 15 s, hapsuper logs its own
 // end, and nothing is left in the container's cgroup.
 func TestRealPod_HardStopIgnored(t *testing.T) {
-	archive := imageArchive(t)
 	const (
-		ns     = "hapsuper"
 		grace  = 15 // seconds, the delete's grace period
 		margin = 5 * time.Second
 	)
-	h := k8stest.Start(t, k8stest.Options{Nodes: 1, KubeletNode: 1})
+	h, ctx, pods := startRealPods(t, 1, 5*time.Minute, 1, func(d *unstructured.Unstructured) {
+		setReplicasAndEnv(t, d, 1, corev1.EnvVar{Name: "HAPSUPER_MARGIN", Value: margin.String()})
+	})
 	kubelet := h.Kubelet()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := kubelet.ImportImage(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
-	createNamespace(ctx, t, h, ns)
-	a := kube.NewApplier(t, h)
-	for _, obj := range realPodObjects(t, kubelet.Node.Name) {
-		if obj.GetKind() == "Deployment" {
-			setReplicasAndEnv(t, obj, 1, corev1.EnvVar{Name: "HAPSUPER_MARGIN", Value: margin.String()})
-		}
-		if err := a.Apply(ctx, obj, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	pods := watchPods(watchCtx, t, h, ns)
-	defer func() { stopWatch(); pods.wg.Wait() }()
-	waitRollout(ctx, t, h, ns, 1)
 
 	p := waitInspected(t, pods)
 	p.mu.Lock()
@@ -73,7 +50,7 @@ func TestRealPod_HardStopIgnored(t *testing.T) {
 	t.Logf("pod %s: HAProxy's master %d stopped", p.name, master)
 	gp := int64(grace)
 	deleted := time.Now()
-	if err := h.Client.CoreV1().Pods(ns).Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
+	if err := h.Client.CoreV1().Pods(realPodNS).Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
 		t.Fatalf("delete pod %s: %v", p.name, err)
 	}
 

@@ -3,8 +3,10 @@ package k8s_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,16 +59,17 @@ type podWatch struct {
 	mu   sync.Mutex
 	pods map[string]*realPod
 	wg   sync.WaitGroup
+	stop func() // ends the watch and waits for its goroutines; idempotent
 }
 
-// watchPods starts the watch; it runs until ctx ends and wait returns.
+// watchPods starts the watch; it runs until ctx ends or stop, which the
+// test's cleanup calls.
 func watchPods(ctx context.Context, t *testing.T, h *k8stest.Harness, ns string) *podWatch {
+	ctx, cancel := context.WithCancel(ctx)
 	w := &podWatch{t: t, h: h, ns: ns, pods: map[string]*realPod{}}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		w.run(ctx)
-	}()
+	w.stop = sync.OnceFunc(func() { cancel(); w.wg.Wait() })
+	t.Cleanup(w.stop)
+	w.wg.Go(func() { w.run(ctx) })
 	return w
 }
 
@@ -95,30 +98,24 @@ func (w *podWatch) run(ctx context.Context) {
 }
 
 // get returns the record of a pod, made on first use.
-func (w *podWatch) get(name string) (*realPod, bool) {
+func (w *podWatch) get(name string) *realPod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p, ok := w.pods[name]
-	if !ok {
-		p = &realPod{name: name}
-		w.pods[name] = p
+	if w.pods[name] == nil {
+		w.pods[name] = &realPod{name: name}
 	}
-	return p, ok
+	return w.pods[name]
 }
 
 // all returns every pod seen, in no order.
 func (w *podWatch) all() []*realPod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []*realPod
-	for _, p := range w.pods {
-		out = append(out, p)
-	}
-	return out
+	return slices.Collect(maps.Values(w.pods))
 }
 
 func (w *podWatch) seen(ctx context.Context, typ watch.EventType, pod *corev1.Pod) {
-	p, _ := w.get(pod.Name)
+	p := w.get(pod.Name)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if typ == watch.Deleted {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,101 +82,79 @@ func imageArchive(t *testing.T) string {
 // ran as the image's user (uid 99); the container's cgroup is empty after
 // it exited.
 func TestRealPod_Rollout(t *testing.T) {
-	archive := imageArchive(t)
 	began := time.Now()
-	h := k8stest.Start(t, k8stest.Options{Nodes: 3, KubeletNode: 1})
-	kubelet := h.Kubelet()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	importAt := time.Now()
-	if err := kubelet.ImportImage(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("image imported in %v", time.Since(importAt).Round(time.Millisecond))
-
-	const ns = "hapsuper"
-	createNamespace(ctx, t, h, ns)
-	a := kube.NewApplier(t, h)
-	for _, obj := range realPodObjects(t, kubelet.Node.Name) {
-		if err := a.Apply(ctx, obj, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	pods := watchPods(watchCtx, t, h, ns)
-	defer func() { stopWatch(); pods.wg.Wait() }()
-	waitRollout(ctx, t, h, ns, 2)
+	h, ctx, pods := startRealPods(t, 3, 8*time.Minute, 2, nil)
 	t.Logf("deployment available with 2 pods %v after the cluster started", time.Since(began).Round(time.Millisecond))
 
-	svc, err := h.Client.CoreV1().Services(ns).Get(ctx, "haproxy", metav1.GetOptions{})
+	svc, err := h.Client.CoreV1().Services(realPodNS).Get(ctx, "haproxy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := "http://" + svc.Spec.ClusterIP + ":80/"
+	tr := harness.NewTraffic(nil)
 	for _, n := range h.Nodes()[1:] {
-		waitRouted(t, n, url)
+		waitSeen(t, n, url, 30*time.Second) // the node's kube-proxy has programmed the first ready pods
+		tr.Every(n.Name, n.HTTPClient(5*time.Second), url, 20*time.Millisecond, false)
 	}
-	var record harness.Record
-	clientsDone := make(chan struct{})
-	var clients sync.WaitGroup
-	for _, n := range h.Nodes()[1:] {
-		clients.Add(1)
-		go func(n *k8stest.Node) {
-			defer clients.Done()
-			client := n.HTTPClient(5 * time.Second)
-			for {
-				select {
-				case <-clientsDone:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				record.Add(harness.Request(client, n.Name, url))
-			}
-		}(n)
-	}
-	stopClients := sync.OnceFunc(func() { close(clientsDone); clients.Wait() })
-	defer stopClients()
+	defer tr.Stop()
 	time.Sleep(2 * time.Second)
 
 	rolled := time.Now()
 	restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
-	if _, err := h.Client.AppsV1().Deployments(ns).Patch(ctx, "haproxy", types.StrategicMergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
+	if _, err := h.Client.AppsV1().Deployments(realPodNS).Patch(ctx, "haproxy", types.StrategicMergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("rollout restart: %v", err)
 	}
-	waitRollout(ctx, t, h, ns, 2)
+	waitRollout(ctx, t, h, realPodNS, 2)
 	t.Logf("rollout restart of 2 pods done in %v", time.Since(rolled).Round(time.Millisecond))
 
 	scaled := time.Now()
-	if _, err := h.Client.AppsV1().Deployments(ns).Patch(ctx, "haproxy", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := h.Client.AppsV1().Deployments(realPodNS).Patch(ctx, "haproxy", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("scale down: %v", err)
 	}
-	waitRollout(ctx, t, h, ns, 1)
+	waitRollout(ctx, t, h, realPodNS, 1)
 	t.Logf("scale-down to 1 done in %v", time.Since(scaled).Round(time.Millisecond))
 	time.Sleep(time.Second)
-	stopClients()
+	tr.Stop()
 
-	stopWatch() // every stopped pod's log has ended; the last pod's stream ends here
-	pods.wg.Wait()
-	checkRequests(t, record.Outcomes())
+	pods.stop() // every stopped pod's log has ended; the last pod's stream ends here
+	checkRequests(t, tr.Outcomes())
 	checkRealPods(t, pods, 3)
 	t.Logf("scenario wall time %v", time.Since(began).Round(time.Millisecond))
 }
 
-// waitRouted waits until a request from node n through the ClusterIP gets
-// an answer: the node's kube-proxy has programmed the first ready pods
-// (before that, its rules refuse the Service's connections).
-func waitRouted(t *testing.T, n *k8stest.Node, url string) {
+// realPodNS is the namespace startRealPods installs the overlay in.
+const realPodNS = "hapsuper"
+
+// startRealPods starts a cluster of nodes whose node1 runs a kubelet,
+// imports the image, applies realPodObjects in realPodNS (edit, if any,
+// changes the Deployment first), watches its pods and waits until
+// replicas of them are ready. ctx ends at the test's cleanup or after
+// timeout.
+func startRealPods(t *testing.T, nodes int, timeout time.Duration, replicas int32, edit func(*unstructured.Unstructured)) (*k8stest.Harness, context.Context, *podWatch) {
 	t.Helper()
-	client := n.HTTPClient(2 * time.Second)
-	deadline := time.Now().Add(30 * time.Second)
-	var o harness.Outcome
-	for time.Now().Before(deadline) {
-		if o = harness.Request(client, n.Name, url); o.Kind == harness.KindOK {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	archive := imageArchive(t)
+	h := k8stest.Start(t, k8stest.Options{Nodes: nodes, KubeletNode: 1})
+	kubelet := h.Kubelet()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	importAt := time.Now()
+	if err := kubelet.Containerd.Import(ctx, archive); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("the Service at %s never answered from %s within 30s: last %s", url, n.Name, o)
+	t.Logf("image imported in %v", time.Since(importAt).Round(time.Millisecond))
+	createNamespace(ctx, t, h, realPodNS)
+	a := kube.NewApplier(t, h)
+	for _, obj := range realPodObjects(t, kubelet.Node.Name) {
+		if edit != nil && obj.GetKind() == "Deployment" {
+			edit(obj)
+		}
+		if err := a.Apply(ctx, obj, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := watchPods(ctx, t, h, realPodNS)
+	waitRollout(ctx, t, h, realPodNS, replicas)
+	return h, ctx, pods
 }
 
 // realPodObjects renders deploy/overlays/kube-proxy and adapts it to the

@@ -5,16 +5,16 @@ package k8s_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -34,7 +34,11 @@ func TestHarness_ClusterIPWithdrawal(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 
-			clusterIP := createService(ctx, t, h)
+			// kube.Env's Service needs only the cluster.
+			clusterIP, err := (&kube.Env{H: h}).Service(ctx, "web", false, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
+			if err != nil {
+				t.Fatal(err)
+			}
 			labels := map[string]string{"app": "web"}
 			podA := h.AddPod(t, 1, "web-a", labels)
 			podB := h.AddPod(t, 2, "web-b", labels)
@@ -47,7 +51,7 @@ func TestHarness_ClusterIPWithdrawal(t *testing.T) {
 			url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(clusterIP, 80))
 			for _, n := range h.Nodes() {
 				began := time.Now()
-				seen := waitSeen(ctx, t, n, url, "web-a", "web-b")
+				seen := waitSeen(t, n, url, 10*time.Second, "web-a", "web-b")
 				t.Logf("%s reaches both pods through %s after %v (%v)", n.Name, url, time.Since(began).Round(time.Millisecond), seen)
 			}
 
@@ -58,7 +62,7 @@ func TestHarness_ClusterIPWithdrawal(t *testing.T) {
 			var wg sync.WaitGroup
 			for _, n := range h.Nodes() {
 				wg.Go(func() {
-					took, err := waitOnly(ctx, n, url, "web-b", deleted)
+					took, err := waitOnly(n, url, "web-b", deleted)
 					if err != nil {
 						t.Errorf("%s: %v", n.Name, err)
 						return
@@ -79,88 +83,48 @@ func TestHarness_ClusterIPWithdrawal(t *testing.T) {
 	}
 }
 
-func createService(ctx context.Context, t *testing.T, h *k8stest.Harness) netip.Addr {
-	t.Helper()
-	svc, err := h.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create Service web: %v", err)
-	}
-	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-	if err != nil {
-		t.Fatalf("parse ClusterIP of Service web %q: %v", svc.Spec.ClusterIP, err)
-	}
-	return ip
-}
-
-// get fetches url from inside node n and returns the body (a pod's name).
-func get(ctx context.Context, n *k8stest.Node, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := n.HTTPClient(time.Second).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), err
-}
-
-// waitSeen requests url from node n until every one of want has answered,
-// bounded by 10 s, and returns how many answers each pod gave.
-func waitSeen(ctx context.Context, t *testing.T, n *k8stest.Node, url string, want ...string) map[string]int {
+// waitSeen requests url from node n until every one of want has answered
+// (none: any pod), bounded by bound, and returns how many answers each pod
+// gave.
+func waitSeen(t *testing.T, n *k8stest.Node, url string, bound time.Duration, want ...string) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
-	deadline := time.Now().Add(10 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		body, err := get(ctx, n, url)
-		if err != nil {
-			lastErr = err
+	client := n.HTTPClient(time.Second)
+	var last harness.Outcome
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); {
+		if last = harness.Request(client, n.Name, url); last.Kind != harness.KindOK {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		seen[body]++
-		all := true
-		for _, w := range want {
-			all = all && seen[w] > 0
-		}
-		if all {
+		seen[last.Pod]++
+		if !slices.ContainsFunc(want, func(w string) bool { return seen[w] == 0 }) {
 			return seen
 		}
 	}
-	t.Fatalf("%s: not every one of %v answered %s within 10s: saw %v, last error %v", n.Name, want, url, seen, lastErr)
+	t.Fatalf("%s: not every one of %v answered %s within %v: saw %v, last %s", n.Name, want, url, bound, seen, last)
 	return nil
 }
 
 // waitOnly requests url from node n until 20 consecutive answers come from
 // want, and returns how long after since the first of them was sent.
-func waitOnly(ctx context.Context, n *k8stest.Node, url, want string, since time.Time) (time.Duration, error) {
+func waitOnly(n *k8stest.Node, url, want string, since time.Time) (time.Duration, error) {
 	const streak = 20
 	var run int
 	var runStart time.Time
 	last := map[string]int{}
+	client := n.HTTPClient(time.Second)
 	for time.Since(since) < withdrawalBound {
-		sent := time.Now()
-		body, err := get(ctx, n, url)
-		if err != nil {
-			return 0, fmt.Errorf("request %s: %w", url, err)
+		o := harness.Request(client, n.Name, url)
+		if o.Kind != harness.KindOK {
+			return 0, fmt.Errorf("request %s: %s", url, o)
 		}
-		last[body]++
-		if body != want {
+		last[o.Pod]++
+		if o.Pod != want {
 			run = 0
 			continue
 		}
 		if run == 0 {
-			runStart = sent
+			runStart = o.Sent
 		}
 		if run++; run == streak {
 			return runStart.Sub(since), nil

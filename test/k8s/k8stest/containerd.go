@@ -140,7 +140,7 @@ func (c *Containerd) ctr(ctx context.Context, args ...string) (string, error) {
 }
 
 // Import loads an image archive (docker-archive or oci-archive) into the
-// CRI's image store.
+// CRI's image store; pods use it with imagePullPolicy Never.
 func (c *Containerd) Import(ctx context.Context, archive string) error {
 	_, err := c.ctr(ctx, "images", "import", archive) // unpacked for the CRI's snapshotter
 	return err

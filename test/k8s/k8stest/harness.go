@@ -191,11 +191,6 @@ func (h *Harness) Kubelet() *Kubelet {
 // KubeProxy returns node i's kube-proxy.
 func (h *Harness) KubeProxy(i int) *KubeProxy { return h.Node(i).KubeProxy }
 
-// Healthz reads node i's kube-proxy healthz.
-func (h *Harness) Healthz(ctx context.Context, i int) (*Healthz, error) {
-	return h.Node(i).Healthz(ctx)
-}
-
 // teardown removes everything, in reverse order, and reports what it could
 // not remove. On failure it shows the end of every component's log.
 func (h *Harness) teardown() {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"golang.org/x/sys/unix"
 )
@@ -196,12 +197,6 @@ func (k *Kubelet) waitReady(ctx context.Context, h *Harness, began time.Time) er
 	return nil
 }
 
-// ImportImage loads an image archive (oci-archive or docker-archive) into
-// the node's containerd; pods use it with imagePullPolicy Never.
-func (k *Kubelet) ImportImage(ctx context.Context, archive string) error {
-	return k.Containerd.Import(ctx, archive)
-}
-
 // LogTail returns the last n lines of the kubelet's log.
 func (k *Kubelet) LogTail(n int) string { return k.proc.LogTail(n) }
 
@@ -222,7 +217,7 @@ func (k *Kubelet) stopPods(h *Harness) error {
 		return fmt.Errorf("list the pods of %s: %w", k.Node.Name, err)
 	}
 	for _, p := range pods.Items {
-		err := h.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrInt64(1)})
+		err := h.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
@@ -241,8 +236,6 @@ func (k *Kubelet) stopPods(h *Harness) error {
 	}
 	return nil
 }
-
-func ptrInt64(v int64) *int64 { return &v }
 
 // stop kills the kubelet, then containerd with every container it still
 // runs, unmounts what the kubelet left mounted under its directory, and

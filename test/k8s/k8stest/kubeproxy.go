@@ -72,7 +72,7 @@ func (k *KubeProxy) Start(env ...string) error {
 	if k.proc != nil && k.proc.Err() == nil {
 		return fmt.Errorf("start kube-proxy on %s: already running", k.node.Name)
 	}
-	p, err := startProcessEnv("kube-proxy "+k.node.Name, k.log, k.argv, env)
+	p, err := startProcess("kube-proxy "+k.node.Name, k.log, k.argv, env...)
 	if err != nil {
 		return err
 	}

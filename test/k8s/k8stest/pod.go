@@ -123,12 +123,6 @@ func (p *Pod) makeNetwork(host int) error {
 	return writeSysctl(node, "net.ipv4.conf."+veth+".proxy_arp", "1")
 }
 
-// Listen opens a listener inside the pod's network namespace, e.g.
-// Listen("tcp", ":8080"). The caller closes it.
-func (p *Pod) Listen(network, addr string) (net.Listener, error) {
-	return listenIn(p.NetNS, network, addr)
-}
-
 // ServeHTTP serves handler on port inside the pod's network namespace until
 // t's cleanup. A nil handler answers every request with the pod's name.
 func (p *Pod) ServeHTTP(t harness.TB, port int, handler http.Handler) {
@@ -138,7 +132,7 @@ func (p *Pod) ServeHTTP(t harness.TB, port int, handler http.Handler) {
 			_, _ = w.Write([]byte(p.Name))
 		})
 	}
-	ln, err := p.Listen("tcp", ":"+strconv.Itoa(port))
+	ln, err := listenIn(p.NetNS, "tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		t.Fatalf("k8stest: %v", err)
 	}

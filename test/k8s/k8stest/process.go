@@ -28,14 +28,9 @@ type Process struct {
 	stopped atomic.Bool // Stop or Kill was called: exiting is expected
 }
 
-// startProcess starts argv with its output appended to logPath.
-func startProcess(name, logPath string, argv []string) (*Process, error) {
-	return startProcessEnv(name, logPath, argv, nil)
-}
-
-// startProcessEnv is startProcess with variables added to the test's
-// environment (later ones win).
-func startProcessEnv(name, logPath string, argv, env []string) (*Process, error) {
+// startProcess starts argv with its output appended to logPath and env, if
+// any, added to the test's environment (later ones win).
+func startProcess(name, logPath string, argv []string, env ...string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", name, err)
