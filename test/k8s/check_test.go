@@ -231,11 +231,11 @@ func TestCheck_RealCluster(t *testing.T) {
 	})
 
 	t.Run("node2 healthz blocked", func(t *testing.T) {
-		nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-check {
+		e.nft(t, 2, fmt.Sprintf(`table ip hapsuper-check {
 	chain in { type filter hook input priority -10; policy accept; tcp dport %d drop; }
 }
 `, k8stest.HealthzPort))
-		defer nft(t, e.H.Node(2).NetNS, "delete table ip hapsuper-check\n")
+		defer e.nft(t, 2, "delete table ip hapsuper-check\n")
 		c := e.runCheck(t, pod, good, true)
 		c.want(t, 1, "kube-proxy", "node2", "WARN", "unreachable")
 		if rows := c.find("kube-proxy", "node1", "IPv4 last sync"); len(rows) != 1 || rows[0].Status != "OK" {

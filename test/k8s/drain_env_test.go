@@ -10,8 +10,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,13 +54,11 @@ func (e *drainEnv) service(t *testing.T, name string, localTraffic bool) string 
 	return fmt.Sprintf("http://%s/", netip.AddrPortFrom(ip, 80))
 }
 
-// nft runs an nftables script inside a network namespace.
-func nft(t *testing.T, netns, script string) {
+// nft runs an nftables script inside node i's network namespace.
+func (e *drainEnv) nft(t *testing.T, i int, script string) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", netns, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft in %s: %v: %s\n%s", netns, err, out, script)
+	if err := e.H.Node(i).NFT(script); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -89,7 +89,7 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
 	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	api := e.H.APIServer().Addr()
-	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-partition {
+	e.nft(t, 2, fmt.Sprintf(`table ip hapsuper-partition {
 	chain in { type filter hook input priority -10; policy accept; ip saddr %s drop; }
 	chain out { type filter hook output priority -10; policy accept; ip daddr %s drop; }
 }
@@ -117,7 +117,7 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 // both nodes have gone quiet on web-a; nothing fails.
 func TestDrain_HealthzUnreachable(t *testing.T) {
 	e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
-	nft(t, e.H.Node(2).NetNS, fmt.Sprintf(`table ip hapsuper-nohealthz {
+	e.nft(t, 2, fmt.Sprintf(`table ip hapsuper-nohealthz {
 	chain in { type filter hook input priority -10; policy accept; tcp dport %d reject with tcp reset; }
 }
 `, k8stest.HealthzPort))

@@ -78,35 +78,25 @@ func newPKI(dir string, advertise, firstServiceIP net.IP) (*pki, error) {
 		return nil, fmt.Errorf("encode service-account private key: %w", err)
 	}
 
-	p := &pki{
-		CA:          filepath.Join(dir, "ca.crt"),
-		ServingCert: filepath.Join(dir, "apiserver.crt"),
-		ServingKey:  filepath.Join(dir, "apiserver.key"),
-		AdminCert:   filepath.Join(dir, "admin.crt"),
-		AdminKey:    filepath.Join(dir, "admin.key"),
-		ProxyCert:   filepath.Join(dir, "kube-proxy.crt"),
-		ProxyKey:    filepath.Join(dir, "kube-proxy.key"),
-		SAPublic:    filepath.Join(dir, "sa.pub"),
-		SAPrivate:   filepath.Join(dir, "sa.key"),
-
-		caPEM:        ca.certPEM,
-		adminCertPEM: admin.certPEM,
-		adminKeyPEM:  admin.keyPEM,
-	}
-	files := map[string][]byte{
-		p.CA:          ca.certPEM,
-		p.ServingCert: serving.certPEM,
-		p.ServingKey:  serving.keyPEM,
-		p.AdminCert:   admin.certPEM,
-		p.AdminKey:    admin.keyPEM,
-		p.ProxyCert:   proxy.certPEM,
-		p.ProxyKey:    proxy.keyPEM,
-		p.SAPublic:    pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}),
-		p.SAPrivate:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saPriv}),
-	}
-	for path, data := range files {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return nil, fmt.Errorf("write %s: %w", path, err)
+	p := &pki{caPEM: ca.certPEM, adminCertPEM: admin.certPEM, adminKeyPEM: admin.keyPEM}
+	for _, f := range []struct {
+		path *string
+		name string
+		data []byte
+	}{
+		{&p.CA, "ca.crt", ca.certPEM},
+		{&p.ServingCert, "apiserver.crt", serving.certPEM},
+		{&p.ServingKey, "apiserver.key", serving.keyPEM},
+		{&p.AdminCert, "admin.crt", admin.certPEM},
+		{&p.AdminKey, "admin.key", admin.keyPEM},
+		{&p.ProxyCert, "kube-proxy.crt", proxy.certPEM},
+		{&p.ProxyKey, "kube-proxy.key", proxy.keyPEM},
+		{&p.SAPublic, "sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub})},
+		{&p.SAPrivate, "sa.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saPriv})},
+	} {
+		*f.path = filepath.Join(dir, f.name)
+		if err := os.WriteFile(*f.path, f.data, 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", *f.path, err)
 		}
 	}
 	return p, nil

@@ -178,17 +178,22 @@ func (n *Node) HTTPClient(timeout time.Duration) *http.Client {
 // and the host's answers never follow its default route off the machine.
 // The table is the harness's own; kube-proxy's tables are untouched.
 func (n *Node) masqueradeToHost() error {
-	rules := fmt.Sprintf(`table ip hapsuper-test {
+	return n.NFT(fmt.Sprintf(`table ip hapsuper-test {
 	chain postrouting {
 		type nat hook postrouting priority srcnat + 10; policy accept;
 		oifname "eth0" ip saddr %s ip daddr != %s masquerade
 	}
 }
-`, n.PodCIDR, clusterCIDR)
+`, n.PodCIDR, clusterCIDR))
+}
+
+// NFT runs an nftables script (nft -f -) inside the node's network
+// namespace.
+func (n *Node) NFT(script string) error {
 	cmd := exec.Command("ip", "netns", "exec", n.NetNS, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
+	cmd.Stdin = strings.NewReader(script)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("add masquerade rule on %s: %w: %s", n.Name, err, out)
+		return fmt.Errorf("nft on %s: %w: %s\n%s", n.Name, err, out, script)
 	}
 	return nil
 }

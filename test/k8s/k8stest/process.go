@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -191,13 +192,6 @@ func (p *Process) LogTail(n int) string {
 	if err != nil {
 		return fmt.Sprintf("(read %s: %v)", p.LogPath, err)
 	}
-	data = bytes.TrimRight(data, "\n")
-	for i, cut := len(data)-1, 0; i >= 0; i-- {
-		if data[i] == '\n' {
-			if cut++; cut == n {
-				return string(data[i+1:])
-			}
-		}
-	}
-	return string(data)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
