@@ -128,7 +128,7 @@ func measure(t *testing.T, rounds int, restart bool) {
 	time.Sleep(300 * time.Millisecond)
 	tr.Stop()
 
-	var failed int
+	var failed, bound int
 	for i := range results {
 		m := &results[i]
 		hits := tr.Where(func(o harness.Outcome) bool { return o.Pod == m.pod })
@@ -136,25 +136,21 @@ func measure(t *testing.T, rounds int, restart bool) {
 			m.hitAfter = hits[len(hits)-1].Sent.Sub(m.deleted)
 		}
 		if !m.Withdrawn.IsZero() {
-			m.late = len(tr.answeredBy(m.pod, m.Withdrawn))
+			late := tr.answeredBy(m.pod, m.Withdrawn)
+			if m.late = len(late); m.late > 0 {
+				failed++
+				t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), harness.Describe(late, 5))
+			}
 			if len(hits) > 0 {
 				m.lastHit = m.Withdrawn.Sub(hits[len(hits)-1].Sent)
 			}
 		}
-		if m.late > 0 {
-			failed++
-			late := tr.answeredBy(m.pod, m.Withdrawn)
-			t.Errorf("%s: %d requests sent after its routing withdrawn log line reached it:%s", m.pod, len(late), harness.Describe(late, 5))
-		}
-	}
-	t.Logf("clients: %s", tr.summary())
-	checkNoFailures(t, tr, time.Time{})
-	var bound int
-	for _, m := range results {
 		if m.Reason != "routed-away" {
 			bound++
 		}
 	}
+	t.Logf("clients: %s", tr.summary())
+	checkNoFailures(t, tr, time.Time{})
 	// Liveness, not safety: a lagging watcher may send a drain to the
 	// bound now and then (DESIGN, known weak spots); most must not.
 	if bound > len(results)/5 && !restart {

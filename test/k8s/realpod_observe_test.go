@@ -46,6 +46,7 @@ type processCheck struct {
 	nsPID     string   // its pid in the container's pid namespace
 	haproxy   []string // "<comm> uid=<uid>" of every HAProxy process under it
 	cgroupDir string   // its cgroup (pids controller), checked empty after exit
+	master    int      // host pid of the HAProxy process whose parent is the first process
 }
 
 // podWatch follows every pod of a namespace: it streams each container's
@@ -230,9 +231,12 @@ func readProcesses(ctx context.Context, c *k8stest.Containerd, id string) (proce
 		if err != nil {
 			continue
 		}
-		uid := strings.Fields(procStatus(child)["Uid"])
-		if len(uid) > 0 {
+		status := procStatus(child)
+		if uid := strings.Fields(status["Uid"]); len(uid) > 0 {
 			check.haproxy = append(check.haproxy, strings.TrimSpace(string(comm))+" uid="+uid[0])
+		}
+		if strings.TrimSpace(string(comm)) == "haproxy" && status["PPid"] == strconv.Itoa(pid) {
+			check.master = child
 		}
 	}
 	return check, nil
