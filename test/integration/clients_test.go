@@ -188,7 +188,7 @@ func startPausing(t *testing.T, addr string, interval, runFor, pauseFor, bound t
 	begin := time.Now()
 	n := 0
 	p.client = startLoop(t, "pausing", interval, bound, func(ctx context.Context, rec *recorder) {
-		if time.Since(begin) >= runFor && p.pauses().IsZero() {
+		if ps, _ := p.pauseWindow(); time.Since(begin) >= runFor && ps.IsZero() {
 			p.mu.Lock()
 			p.pauseStart = time.Now()
 			p.mu.Unlock()
@@ -205,13 +205,6 @@ func startPausing(t *testing.T, addr string, interval, runFor, pauseFor, bound t
 		oneShot(rec, addr, "/", n, requestTimeout)
 	})
 	return p
-}
-
-// pauses returns when the pause started (zero before it did).
-func (p *pausingClient) pauses() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pauseStart
 }
 
 // pauseWindow returns the pause's start and end (zero while not reached).

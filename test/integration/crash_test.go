@@ -11,10 +11,7 @@ import (
 // within 1 s with that code and leaves no HAProxy process.
 func TestCrash_WorkerKilled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, newConfig(t), fast.flags()...)
 		workers := s.waitWorkers().currentWorkers()
 		killAt := time.Now()
 		if err := syscall.Kill(workers[0], syscall.SIGKILL); err != nil {
@@ -34,7 +31,7 @@ func TestCrash_WorkerKilled(t *testing.T) {
 		if c, ok := exited.Num("code"); !ok || int(c) != masterCodeWorkerKilled {
 			t.Errorf(`"haproxy exited" code field = %v, want %d`, exited.Fields["code"], masterCodeWorkerKilled)
 		}
-		checkNoHAProxyLeft(t, dir)
+		checkNoHAProxyLeft(t, s.dir)
 	})
 }
 
@@ -42,10 +39,7 @@ func TestCrash_WorkerKilled(t *testing.T) {
 // 1 s with 128+9, and no worker is left behind.
 func TestCrash_MasterKilled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, newConfig(t), fast.flags()...)
 		d := s.waitWorkers()
 		if d.MasterPid <= 0 || !alive(d.MasterPid) {
 			t.Fatalf("status masterPid %d is not a live process", d.MasterPid)
@@ -74,6 +68,6 @@ func TestCrash_MasterKilled(t *testing.T) {
 				t.Errorf("worker %d still alive 1 s after hapsuper exited", w)
 			}
 		}
-		checkNoHAProxyLeft(t, dir)
+		checkNoHAProxyLeft(t, s.dir)
 	})
 }

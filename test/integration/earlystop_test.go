@@ -44,10 +44,10 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
 				dir := t.TempDir()
-				cfg := newConfig(t, startBackend(t))
+				cfg := newConfig(t)
 				slow := writeSlowStartWrapper(t, h, dir, 300*time.Millisecond)
-				args := supervisorArgs(dir, fastFlags, slow, "-f", cfg.write(t, dir))
-				s := startCommandWith(t, dir, procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()}, args)
+				args := supervisorArgs(dir, fast.flags(), slow, "-f", cfg.write(t, dir))
+				s := startCommand(t, dir, procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()}, args)
 				l, ok := s.WaitRaw(earlyInit, 10*time.Second)
 				if !ok {
 					t.Fatalf("the Go runtime did not report %q within 10 s", earlyInit)
@@ -97,10 +97,10 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
 				dir := t.TempDir()
-				cfg := newConfig(t, startBackend(t))
+				cfg := newConfig(t)
 				slow := writeSlowStartWrapper(t, h, dir, 500*time.Millisecond)
-				args := supervisorArgs(dir, fastFlags, slow, "-f", cfg.write(t, dir))
-				s := startCommandWith(t, dir, procOptions{attr: p.attr()}, args)
+				args := supervisorArgs(dir, fast.flags(), slow, "-f", cfg.write(t, dir))
+				s := startCommand(t, dir, procOptions{attr: p.attr()}, args)
 				s.waitLog("haproxy started", 10*time.Second)
 				term := s.signal(syscall.SIGTERM)
 				started := s.waitLog("drain started", 2*time.Second)
@@ -122,9 +122,7 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 				if _, ok := s.Find(stopBeforeStart, nil); ok {
 					t.Errorf("logged %q for a stop after HAProxy started", stopBeforeStart)
 				}
-				if bad := cont.rec.failures(); len(bad) > 0 {
-					t.Errorf("%d failed requests during the drain:%s", len(bad), describe(bad, 5))
-				}
+				checkNoFailures(t, cont.rec)
 				if len(cont.rec.all()) == 0 {
 					t.Error("no request sent during the drain")
 				}
@@ -132,10 +130,7 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 					t.Errorf("drain reason %q, want quiet", r)
 				}
 				checkQuietEnd(t, ended, cont.rec.lastStart())
-				if code != 0 {
-					t.Errorf("exit code %d, want 0", code)
-				}
-				checkNoHAProxyLeft(t, dir)
+				s.checkClean(code)
 			})
 		}
 	})

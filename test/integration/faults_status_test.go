@@ -25,46 +25,35 @@ const statusFloodConns = 200
 // 16 request slots and their 2 s timeout make it wait behind the flood).
 func TestFault_StatusSocketFlood(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		b := faultBudget
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), b.flags()...)
-		s.waitReady(cfg.webAddr())
+		b := fast
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, b.flags()...)
 		s.waitWorkers()
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
 		flood := startStatusFlood(s.status, statusFloodConns)
 		queries := startStatusQueries(s)
-		time.Sleep(500 * time.Millisecond)
-		term := s.signal(syscall.SIGTERM)
-		s.waitLog("drain started", 2*time.Second)
-		time.Sleep(time.Until(term.Add(1500 * time.Millisecond)))
-		floodEnd := flood.stop()
-		queries.stop()
-		// Right after the flood, the drain still under way: the status must
-		// answer within a few seconds.
+		var floodEnd time.Time
 		var after statusQuery
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.Exited(); time.Sleep(100 * time.Millisecond) {
-			if after = queryStatus(s); after.ok {
-				break
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
+			time.Sleep(time.Until(r.term.Add(1500 * time.Millisecond)))
+			floodEnd = flood.stop()
+			queries.stop()
+			// Right after the flood, the drain still under way: the status
+			// must answer within a few seconds.
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.Exited(); time.Sleep(100 * time.Millisecond) {
+				if after = queryStatus(s); after.ok {
+					break
+				}
 			}
-		}
-		time.Sleep(time.Until(term.Add(3 * time.Second)))
-		cont.stop()
-		ended := s.waitLog("drain ended", b.bound())
-		soft := s.waitLog("soft stop", time.Second)
-		code, exitAt := s.waitExit(b.grace)
+			time.Sleep(time.Until(r.term.Add(3 * time.Second)))
+		})
 		during := queries.all()
-		t.Log(cont.rec.summary())
-		t.Logf("%s; flood %s..%s after SIGTERM", flood, flood.started.Sub(term), floodEnd.Sub(term))
+		t.Logf("%s; flood %s..%s after SIGTERM", flood, flood.started.Sub(r.term), floodEnd.Sub(r.term))
 		t.Logf("status --json during the flood: %s; right after: %s (%s after the flood)", describeQueries(during), after, after.start.Sub(floodEnd))
-		t.Logf("drain ended %s after SIGTERM (%s); soft stop %s; exit %d",
-			ended.At.Sub(term), ended.Str("reason"), soft.At.Sub(term), code)
 
 		if flood.opened.Load() < statusFloodConns {
 			t.Errorf("%s: fewer than %d connections, not a flood", flood, statusFloodConns)
 		}
-		checkQuietEnd(t, ended, cont.rec.lastStart())
+		checkQuietEnd(t, r.ended, r.cont.rec.lastStart())
 		answered := after.ok && after.took <= 3*time.Second
 		for _, q := range during {
 			answered = answered || q.ok && q.took <= 3*time.Second
@@ -72,10 +61,10 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 		if !answered {
 			t.Errorf("hapsuper status --json answered within 3 s neither during the flood nor right after it")
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
+		if r.code != 0 {
+			t.Errorf("exit code %d, want 0", r.code)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
+		r.checkInBudget(b, b.exitLimit())
 	})
 }
 

@@ -20,7 +20,7 @@ import (
 func TestHarness_BareSoftStop(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		b := startBare(t, h, dir, cfg.write(t, dir), cfg.webAddr())
 
 		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
@@ -87,7 +87,7 @@ func TestHarness_BareSoftStop(t *testing.T) {
 func TestHarness_BareHardStop(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		b := startBare(t, h, dir, cfg.write(t, dir), cfg.tcpAddr())
 		held := holdTCP(t, cfg.tcpAddr())
 		time.Sleep(200 * time.Millisecond)
@@ -111,7 +111,7 @@ func TestHarness_BareHardStop(t *testing.T) {
 func TestHarness_BareWorkerKilled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		b := startBare(t, h, dir, cfg.write(t, dir), cfg.webAddr())
 		w := b.workers(t)
 		at := time.Now()
@@ -135,7 +135,7 @@ const masterCodeWorkerKilled = 137
 func TestHarness_BareReload(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		b := startBare(t, h, dir, cfg.write(t, dir), cfg.webAddr())
 		before := b.workers(t)
 		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
@@ -150,9 +150,7 @@ func TestHarness_BareReload(t *testing.T) {
 		if len(after) == 0 || after[0] == before[0] {
 			t.Errorf("workers before reload %v, after %v: want a new one", before, after)
 		}
-		if bad := cont.rec.failures(); len(bad) > 0 {
-			t.Errorf("%d failed requests across the reload:%s", len(bad), describe(bad, 5))
-		}
+		checkNoFailures(t, cont.rec)
 	})
 }
 
@@ -163,7 +161,7 @@ func TestHarness_BareReload(t *testing.T) {
 func TestHarness_BareNoIdleCloseResetsKeepAlive(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		cfg.IdleClose = false
 		b := startBare(t, h, dir, cfg.write(t, dir), cfg.webAddr())
 		ka := startKeepAlive(t, cfg.webAddr(), 200*time.Millisecond, 10*time.Second)

@@ -19,12 +19,8 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		const grace, margin = 9 * time.Second, 2 * time.Second
 		maxWait := (grace - margin) * 2 / 3
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir),
-			"--grace-period", grace.String(), "--margin", margin.String(),
-			"--quiet-period", "1s", "--poll-interval", "100ms")
-		s.waitReady(cfg.webAddr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, budget{grace, margin}.flags()...)
 
 		ka := startKeepAlive(t, cfg.webAddr(), 200*time.Millisecond, 20*time.Second)
 		time.Sleep(600 * time.Millisecond)
@@ -60,10 +56,7 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 		if len(closed) == 0 {
 			t.Error("no reply with Connection: close on the reused connection after the soft stop")
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.checkClean(code)
 	})
 }
 
@@ -71,11 +64,9 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 // option gets a "config warning" at start naming it.
 func TestKeepAlive_WithoutIdleCloseOnResponse_Warns(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		cfg.IdleClose = false
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, cfg, fast.flags()...)
 
 		var warnings []string
 		for _, l := range s.Lines() {
@@ -94,9 +85,6 @@ func TestKeepAlive_WithoutIdleCloseOnResponse_Warns(t *testing.T) {
 		term := s.signal(syscall.SIGTERM)
 		code, exitAt := s.waitExit(10 * time.Second)
 		t.Logf("exit %d after %s", code, exitAt.Sub(term))
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.checkClean(code)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/test/harness"
@@ -89,9 +90,14 @@ func (r *recorder) counts() map[harness.Kind]int {
 	return m
 }
 
-// failures returns every outcome that is not ok.
-func (r *recorder) failures() []outcome {
-	return r.where(func(o outcome) bool { return o.kind != harness.KindOK })
+// checkNoFailures asserts that every request of each recorder succeeded.
+func checkNoFailures(t *testing.T, recs ...*recorder) {
+	t.Helper()
+	for _, r := range recs {
+		if bad := r.where(func(o outcome) bool { return o.kind != harness.KindOK }); len(bad) > 0 {
+			t.Errorf("%s: %d failed requests:%s", r.name, len(bad), describe(bad, 5))
+		}
+	}
 }
 
 // lastStart is the start of the last request, zero when none was sent.

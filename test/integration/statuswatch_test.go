@@ -16,10 +16,8 @@ import (
 // by itself, exit 0, once the supervisor has exited.
 func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, fast.flags()...)
 		s.waitWorkers()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

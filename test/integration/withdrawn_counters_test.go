@@ -17,11 +17,9 @@ import (
 // warning names web and the option, and not h2.
 func TestWithdrawnCounters_PerFrontend(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		cfg.WebNoIdleClose = true
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, cfg, fast.flags()...)
 
 		var warnings []string
 		for _, l := range s.Lines() {
