@@ -1,9 +1,6 @@
 package integration
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,11 +40,7 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
-				dir := t.TempDir()
-				cfg := newConfig(t)
-				slow := writeSlowStartWrapper(t, h, dir, 300*time.Millisecond)
-				args := supervisorArgs(dir, fast.flags(), slow, "-f", cfg.write(t, dir))
-				s := startCommand(t, dir, procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()}, args)
+				s := startWrapped(t, h, newConfig(t), "sleep 0.3", procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()})
 				l, ok := s.WaitRaw(earlyInit, 10*time.Second)
 				if !ok {
 					t.Fatalf("the Go runtime did not report %q within 10 s", earlyInit)
@@ -69,23 +62,10 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 				if _, ok := s.Find("haproxy started", nil); ok {
 					t.Error("HAProxy was started after the stop request")
 				}
-				checkNoHAProxyLeft(t, dir)
+				checkNoHAProxyLeft(t, s.dir)
 			})
 		}
 	})
-}
-
-// writeSlowStartWrapper writes a script that hapsuper runs as "haproxy": it
-// waits delay, as a large configuration would, and then execs HAProxy
-// (same pid: the master). hapsuper's -vv probe waits as well.
-func writeSlowStartWrapper(t *testing.T, h haproxyVersion, dir string, delay time.Duration) string {
-	t.Helper()
-	path := filepath.Join(dir, "haproxy-slow-start.sh")
-	script := fmt.Sprintf("#!/bin/sh\nsleep %.3f\nexec %s \"$@\"\n", delay.Seconds(), h.command(t, dir))
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatalf("write the slow-start wrapper: %v", err)
-	}
-	return path
 }
 
 // TestEarlyStop_WhileHAProxyStarts: SIGTERM right after HAProxy was
@@ -96,11 +76,8 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
-				dir := t.TempDir()
 				cfg := newConfig(t)
-				slow := writeSlowStartWrapper(t, h, dir, 500*time.Millisecond)
-				args := supervisorArgs(dir, fast.flags(), slow, "-f", cfg.write(t, dir))
-				s := startCommand(t, dir, procOptions{attr: p.attr()}, args)
+				s := startWrapped(t, h, cfg, "sleep 0.5", procOptions{attr: p.attr()})
 				s.waitLog("haproxy started", 10*time.Second)
 				term := s.signal(syscall.SIGTERM)
 				started := s.waitLog("drain started", 2*time.Second)

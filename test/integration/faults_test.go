@@ -9,9 +9,7 @@ package integration
 // that case.
 
 import (
-	"io"
 	"net"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,11 +112,11 @@ func TestFault_IdleH2ConnectionWithoutClientFin(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatal("the idle h2 connection is still open 2 s after hapsuper exited")
 		}
-		goAway := idle.conn.goAwayAt()
+		goAway := idle.Conn.(*h2Conn).goAwayAt()
 		t.Logf("GOAWAY %s; hard stop %s; idle h2 connection ended %s (%v) after SIGTERM",
 			goAway.Sub(r.term), hard.At.Sub(r.term), idle.closed.Sub(r.term), idle.err)
 
-		if !warned(s, "client-fin") {
+		if len(s.warnings("client-fin")) == 0 {
 			t.Error("no config warning about the missing timeout client-fin")
 		}
 		checkQuietEnd(t, r.ended, r.cont.rec.lastStart())
@@ -140,28 +138,11 @@ func TestFault_IdleH2ConnectionWithoutClientFin(t *testing.T) {
 	})
 }
 
-// warned reports whether hapsuper logged a config warning mentioning s.
-func warned(s *supervisor, sub string) bool {
-	for _, l := range s.Lines() {
-		if l.Msg == "config warning" && strings.Contains(l.Str("warning"), sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// idleH2 is an HTTP/2 connection (prior knowledge) that sent the preface and
-// its SETTINGS and then nothing: no stream, no close.
-type idleH2 struct {
-	conn   *h2Conn // notes the server's GOAWAY
-	done   chan struct{}
-	closed time.Time
-	err    error // what the read that saw the end returned
-}
-
-// holdIdleH2 opens the connection and reads until the server ends it (the
-// test's end closes it too).
-func holdIdleH2(t *testing.T, addr string) *idleH2 {
+// holdIdleH2 opens an HTTP/2 connection (prior knowledge) to addr that
+// sends the preface and its SETTINGS and then nothing: no stream, no close.
+// It reads until the server ends it (the test's end closes it too); its
+// h2Conn notes the server's GOAWAY.
+func holdIdleH2(t *testing.T, addr string) *heldConn {
 	t.Helper()
 	raw, err := net.DialTimeout("tcp", addr, requestTimeout)
 	if err != nil {
@@ -172,12 +153,7 @@ func holdIdleH2(t *testing.T, addr string) *idleH2 {
 	if _, err := raw.Write(append([]byte(preface), emptySettings...)); err != nil {
 		t.Fatalf("send the h2 preface to %s: %v", addr, err)
 	}
-	i := &idleH2{conn: &h2Conn{Conn: raw, id: 1}, done: make(chan struct{})}
-	go func() {
-		defer close(i.done)
-		_, i.err = io.Copy(io.Discard, i.conn)
-		i.closed = time.Now()
-	}()
+	held := hold(t, &h2Conn{Conn: raw, id: 1})
 	// Acknowledge the server's SETTINGS, as a well-behaved idle client does;
 	// the server sends them with its preface, at once.
 	time.Sleep(100 * time.Millisecond)
@@ -185,6 +161,5 @@ func holdIdleH2(t *testing.T, addr string) *idleH2 {
 	if _, err := raw.Write(settingsAck); err != nil {
 		t.Fatalf("acknowledge the server's SETTINGS on %s: %v", addr, err)
 	}
-	t.Cleanup(func() { raw.Close(); <-i.done })
-	return i
+	return held
 }

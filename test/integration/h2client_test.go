@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/harness"
 	"golang.org/x/net/http2"
 )
 
@@ -122,13 +121,7 @@ func (c *h2Client) get(path string, timeout time.Duration) outcome {
 			resp.Body.Close()
 		}
 	}
-	o.end = time.Now()
-	o.kind = harness.Classify(err)
-	if err != nil {
-		o.err = err.Error()
-	} else {
-		o.kind = harness.ClassifyStatus(o.status)
-	}
+	o.finish(err)
 	c.rec.add(o)
 	return o
 }

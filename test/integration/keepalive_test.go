@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,10 +33,8 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 		t.Logf("drain ended %s after SIGTERM (%s, max wait %s); soft stop %s; exit %d after %s; %d refused new connections after the soft stop",
 			ended.At.Sub(term), ended.Str("reason"), maxWait, soft.At.Sub(term), code, exitAt.Sub(term), len(refusedAfter))
 
-		for _, l := range s.Lines() {
-			if l.Msg == "config warning" && strings.Contains(l.Str("warning"), "idle-close-on-response") {
-				t.Errorf("config warning about idle-close-on-response although it is set: %s", l.Raw)
-			}
+		if w := s.warnings("idle-close-on-response"); len(w) > 0 {
+			t.Errorf("config warnings about idle-close-on-response although it is set: %q", w)
 		}
 		if r := ended.Str("reason"); r != "bound" {
 			t.Errorf("drain ended with reason %q under a client sending every 200 ms, want bound", r)
@@ -68,23 +65,10 @@ func TestKeepAlive_WithoutIdleCloseOnResponse_Warns(t *testing.T) {
 		cfg.IdleClose = false
 		s := serve(t, h, cfg, fast.flags()...)
 
-		var warnings []string
-		for _, l := range s.Lines() {
-			if l.Msg == "config warning" {
-				warnings = append(warnings, l.Str("warning"))
-			}
-		}
-		t.Logf("config warnings: %q", warnings)
-		found := false
-		for _, w := range warnings {
-			found = found || strings.Contains(w, "idle-close-on-response")
-		}
-		if !found {
+		t.Logf("config warnings: %q", s.warnings(""))
+		if len(s.warnings("idle-close-on-response")) == 0 {
 			t.Error("no config warning mentioning idle-close-on-response")
 		}
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d after %s", code, exitAt.Sub(term))
-		s.checkClean(code)
+		s.stopClean()
 	})
 }

@@ -31,6 +31,23 @@ func (o outcome) String() string {
 	return s
 }
 
+// finish sets the end, the kind and the error of a request that returned
+// err: a complete response is ok or 5xx by its status.
+func (o *outcome) finish(err error) {
+	o.end, o.kind = time.Now(), harness.ClassifyStatus(o.status)
+	if err != nil {
+		o.kind, o.err = harness.Classify(err), err.Error()
+	}
+}
+
+// failed is a request started at start that failed with err before it was
+// sent (dial).
+func failed(start time.Time, err error) outcome {
+	o := outcome{start: start}
+	o.finish(err)
+	return o
+}
+
 // recorder keeps every outcome of one client, safe for concurrent use.
 type recorder struct {
 	name string
@@ -81,15 +98,6 @@ func (r *recorder) where(keep func(outcome) bool) []outcome {
 	return res
 }
 
-// counts returns the number of outcomes of each kind.
-func (r *recorder) counts() map[harness.Kind]int {
-	m := map[harness.Kind]int{}
-	for _, o := range r.all() {
-		m[o.kind]++
-	}
-	return m
-}
-
 // checkNoFailures asserts that every request of each recorder succeeded.
 func checkNoFailures(t *testing.T, recs ...*recorder) {
 	t.Helper()
@@ -113,8 +121,12 @@ func (r *recorder) lastStart() time.Time {
 
 // summary is a one-line count of outcomes by kind, for the test log.
 func (r *recorder) summary() string {
-	c := r.counts()
-	parts := []string{fmt.Sprintf("%d requests", len(r.all()))}
+	all := r.all()
+	c := map[harness.Kind]int{}
+	for _, o := range all {
+		c[o.kind]++
+	}
+	parts := []string{fmt.Sprintf("%d requests", len(all))}
 	for _, k := range harness.Kinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
 	}

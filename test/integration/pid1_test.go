@@ -2,9 +2,7 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -19,25 +17,9 @@ const (
 	orphanSleep = 8
 )
 
-// writeOrphanWrapper writes a script that hapsuper runs as "haproxy": it
-// leaves orphans (each subshell backgrounds a `sleep orphanSleep` and exits, so the
-// sleep loses its parent) and then execs HAProxy with its arguments.
-func writeOrphanWrapper(t *testing.T, h haproxyVersion, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "haproxy-with-orphans.sh")
-	script := fmt.Sprintf(`#!/bin/sh
-i=0
-while [ $i -lt %d ]; do
-  (sleep %d &)
-  i=$((i+1))
-done
-exec %s "$@"
-`, orphans, orphanSleep, h.command(t, dir))
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatalf("write the orphan wrapper: %v", err)
-	}
-	return path
-}
+// orphanScript leaves orphans: each subshell backgrounds a `sleep
+// orphanSleep` and exits, so the sleep loses its parent.
+var orphanScript = fmt.Sprintf("i=0; while [ $i -lt %d ]; do (sleep %d &); i=$((i+1)); done", orphans, orphanSleep)
 
 // watchOrphans samples the children of pid until none is a live sleep any
 // more (at most timeout) and returns the most sleeps seen at once.
@@ -79,11 +61,8 @@ func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
 		if _, err := exec.LookPath("unshare"); err != nil {
 			t.Skip("unshare (util-linux) not installed")
 		}
-		dir := t.TempDir()
 		cfg := newConfig(t)
-		wrapper := writeOrphanWrapper(t, h, dir)
-		args := supervisorArgs(dir, fast.flags(), wrapper, "-f", cfg.write(t, dir))
-		s := startCommand(t, dir, procOptions{prefix: []string{"unshare", "--pid", "--fork", "--mount-proc"}}, args)
+		s := startWrapped(t, h, cfg, orphanScript, procOptions{prefix: []string{"unshare", "--pid", "--fork", "--mount-proc"}})
 
 		var hpid int
 		for end := time.Now().Add(5 * time.Second); hpid == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -119,10 +98,8 @@ func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
 // reaped.
 func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
 		cfg := newConfig(t)
-		wrapper := writeOrphanWrapper(t, h, dir)
-		s := startCommand(t, dir, procOptions{}, supervisorArgs(dir, fast.flags(), wrapper, "-f", cfg.write(t, dir)))
+		s := startWrapped(t, h, cfg, orphanScript, procOptions{})
 		most := watchOrphans(s.Pid(), (orphanSleep+10)*time.Second)
 		s.waitReady(cfg.webAddr())
 		t.Logf("at most %d of %d orphan sleeps were hapsuper's children at once", most, orphans)
@@ -130,9 +107,6 @@ func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
 			t.Errorf("hapsuper inherited at most %d orphans at once: it is not a subreaper", most)
 		}
 		checkReaped(t, s.Pid())
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d after %s", code, exitAt.Sub(term))
-		s.checkClean(code)
+		s.stopClean()
 	})
 }

@@ -53,6 +53,20 @@ func serve(t *testing.T, h haproxyVersion, cfg haproxyConfig, flags ...string) *
 	return s
 }
 
+// startWrapped runs hapsuper as o says with fast flags, in a new test
+// directory, over a script as "haproxy" that runs the shell text pre (as a
+// slow start or a large configuration would) and then execs HAProxy h with
+// cfg (same pid: the master; hapsuper's -vv probe runs pre as well).
+func startWrapped(t *testing.T, h haproxyVersion, cfg haproxyConfig, pre string, o procOptions) *supervisor {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "haproxy-wrapper.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+pre+"\nexec "+h.command(t, dir)+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatalf("write the HAProxy wrapper: %v", err)
+	}
+	return startCommand(t, dir, o, supervisorArgs(dir, fast.flags(), path, "-f", cfg.write(t, dir)))
+}
+
 // procOptions say how startCommand runs hapsuper.
 type procOptions struct {
 	prefix []string             // a wrapper such as unshare, or nothing
@@ -135,6 +149,27 @@ func (s *supervisor) waitExit(timeout time.Duration) (int, time.Time) {
 	// hapsuper would hold the pipe open, hence the bound.
 	s.WaitRead(time.Second)
 	return s.Exit()
+}
+
+// warnings returns the config warnings hapsuper logged that mention sub.
+func (s *supervisor) warnings(sub string) []string {
+	var ws []string
+	for _, l := range s.All("config warning") {
+		if w := l.Str("warning"); strings.Contains(w, sub) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// stopClean sends SIGTERM and asserts that hapsuper exits 0 within 10 s and
+// leaves no HAProxy process.
+func (s *supervisor) stopClean() {
+	s.t.Helper()
+	term := s.signal(syscall.SIGTERM)
+	code, exitAt := s.waitExit(10 * time.Second)
+	s.t.Logf("exit %d %s after SIGTERM", code, exitAt.Sub(term))
+	s.checkClean(code)
 }
 
 // checkClean asserts that hapsuper exited 0 and left no HAProxy process.

@@ -6,42 +6,20 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // nobody is the unprivileged user the tests run clients as.
 var nobody = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
-
-// runAs runs argv as cred (nil: as the test, root), with stdin, bounded to
-// 5 s, and returns stdout, stderr and the exit code.
-func runAs(t *testing.T, cred *syscall.Credential, stdin string, argv ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb limitedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s as %+v: %v", strings.Join(argv, " "), cred, err)
-	}
-	_ = cmd.Wait()
-	return out.String(), errb.String(), harness.ExitCode(cmd.ProcessState)
-}
 
 // sharedDir makes a directory under /tmp that other users may traverse
 // (0711) but not list, removed when the test ends.
@@ -99,21 +77,20 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 			t.Errorf("status socket owned by uid %d, want hapsuper's %d", st.Uid, os.Geteuid())
 		}
 
-		// Mode 0600: nobody cannot even connect.
-		out, errs, code := runAs(t, nobody, "", cli, "status", "--socket", s.status, "--json")
-		t.Logf("as nobody, mode 0600: exit %d, stdout %q, stderr %q", code, out, errs)
-		if code == 0 || out != "" || !strings.Contains(errs, "permission denied") {
-			t.Errorf("nobody's hapsuper status: exit %d, stdout %q, stderr %q; want exit ≠ 0, nothing printed, permission denied", code, out, errs)
-		}
-
-		// Mode 0666: nobody connects, and SO_PEERCRED refuses it.
-		if err := os.Chmod(s.status, 0o666); err != nil {
-			t.Fatalf("chmod the status socket: %v", err)
-		}
-		out, errs, code = runAs(t, nobody, "", cli, "status", "--socket", s.status, "--json")
-		t.Logf("as nobody, mode 0666: exit %d, stdout %q, stderr %q", code, out, errs)
-		if code == 0 || out != "" || !strings.Contains(errs, "peer uid 65534") {
-			t.Errorf("nobody's hapsuper status: exit %d, stdout %q, stderr %q; want exit ≠ 0 and the peer uid refusal", code, out, errs)
+		// Mode 0600: nobody cannot even connect. Mode 0666: nobody connects,
+		// and SO_PEERCRED refuses it.
+		for _, c := range []struct {
+			mode os.FileMode
+			want string
+		}{{0o600, "permission denied"}, {0o666, "peer uid 65534"}} {
+			if err := os.Chmod(s.status, c.mode); err != nil {
+				t.Fatalf("chmod the status socket: %v", err)
+			}
+			out, errs, code := runAs(t, nobody, "", cli, "status", "--socket", s.status, "--json")
+			t.Logf("as nobody, mode %o: exit %d, stdout %q, stderr %q", c.mode, code, out, errs)
+			if code == 0 || out != "" || !strings.Contains(errs, c.want) {
+				t.Errorf("nobody's hapsuper status, mode %o: exit %d, stdout %q, stderr %q; want exit ≠ 0, nothing printed, %s", c.mode, code, out, errs, c.want)
+			}
 		}
 		raw, errs, code := runAs(t, nobody, "status\n", "socat", "-t", "3", "-", "UNIX-CONNECT:"+s.status)
 		t.Logf("as nobody, raw reply: exit %d, %q %s", code, raw, errs)
@@ -141,10 +118,7 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 		if d := s.statusJSON(); d.MasterPid != master {
 			t.Errorf("root's status: masterPid %d, want %d", d.MasterPid, master)
 		}
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d %s after SIGTERM", code, exitAt.Sub(term))
-		s.checkClean(code)
+		s.stopClean()
 	})
 }
 
@@ -207,10 +181,7 @@ func TestSecurity_WorkersCannotReadToken(t *testing.T) {
 			t.Errorf("the worker's credentials cannot read even a 0444 token (exit %d, %q): the test does not test the mode", code, errs)
 		}
 
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d %s after SIGTERM", code, exitAt.Sub(term))
-		s.checkClean(code)
+		s.stopClean()
 	})
 }
 

@@ -21,12 +21,7 @@ func TestWithdrawnCounters_PerFrontend(t *testing.T) {
 		cfg.WebNoIdleClose = true
 		s := serve(t, h, cfg, fast.flags()...)
 
-		var warnings []string
-		for _, l := range s.Lines() {
-			if l.Msg == "config warning" && strings.Contains(l.Str("warning"), "idle-close-on-response") {
-				warnings = append(warnings, l.Str("warning"))
-			}
-		}
+		warnings := s.warnings("idle-close-on-response")
 		if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "frontend web:") {
 			t.Errorf("warnings about idle-close-on-response: %q, want one, naming frontend web", warnings)
 		}
