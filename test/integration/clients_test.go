@@ -235,7 +235,6 @@ func startSlow(t *testing.T, addr string, d time.Duration) *client {
 // how the server side ended it.
 type heldConn struct {
 	net.Conn
-	opened time.Time
 	done   chan struct{}
 	closed time.Time
 	err    error // what the read that saw the end returned
@@ -254,7 +253,7 @@ func holdTCP(t *testing.T, addr string) *heldConn {
 
 // hold reads c until the peer ends it, and closes it when the test ends.
 func hold(t *testing.T, c net.Conn) *heldConn {
-	h := &heldConn{Conn: c, opened: time.Now(), done: make(chan struct{})}
+	h := &heldConn{Conn: c, done: make(chan struct{})}
 	go func() {
 		defer close(h.done)
 		_, h.err = io.Copy(io.Discard, c)

@@ -174,28 +174,14 @@ func TestDrain_ContinuousClients_QuietAfterLastRequest(t *testing.T) {
 		})
 		t.Log(ka.rec.summary())
 
-		for _, rec := range []*recorder{r.cont.rec, ka.rec} {
-			if len(rec.all()) < 10 {
-				t.Errorf("%s: too few requests to mean anything", rec.summary())
-			}
-			if bad := rec.where(func(o outcome) bool { return o.start.Before(r.soft.At) && o.kind != harness.KindOK }); len(bad) > 0 {
-				t.Errorf("%s: %d requests started before the soft stop failed:%s", rec.name, len(bad), describe(bad, 5))
-			}
+		checkServedBeforeSoftStop(t, r.soft.At, r.cont.rec, ka.rec)
+		last := r.cont.rec.lastStart()
+		if l := ka.rec.lastStart(); l.After(last) {
+			last = l
 		}
-		checkQuietEnd(t, r.ended, latest(r.cont.rec.lastStart(), ka.rec.lastStart()))
+		checkQuietEnd(t, r.ended, last)
 		s.checkClean(r.code)
 	})
-}
-
-// latest returns the latest of ts.
-func latest(ts ...time.Time) time.Time {
-	var l time.Time
-	for _, t := range ts {
-		if t.After(l) {
-			l = t
-		}
-	}
-	return l
 }
 
 // TestDrain_PausingClient_EndsQuietDuringPause documents the limit of a

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"io"
 	"net"
 	"net/http"
@@ -30,10 +29,9 @@ type h2Conn struct {
 	net.Conn
 	id int
 
-	mu         sync.Mutex
-	buf        []byte // server bytes not yet split into frames
-	goAway     time.Time
-	lastStream uint32
+	mu     sync.Mutex
+	buf    []byte // server bytes not yet split into frames
+	goAway time.Time
 }
 
 func newH2Client(addr string) *h2Client {
@@ -79,7 +77,6 @@ func (h *h2Conn) scan(p []byte) {
 		}
 		if http2.FrameType(h.buf[3]) == http2.FrameGoAway && length >= 8 && h.goAway.IsZero() {
 			h.goAway = time.Now()
-			h.lastStream = binary.BigEndian.Uint32(h.buf[9:13]) & 0x7fffffff
 		}
 		h.buf = h.buf[9+length:]
 	}

@@ -32,27 +32,21 @@ func masterCommand(sock, line string) (string, error) {
 	return string(b), err
 }
 
-// showProcWorkers parses `show proc`: the current workers, then the old ones.
-func showProcWorkers(out string) (current, old []int) {
-	inOld := false
+// showProcWorkers parses `show proc`: the current workers, listed before
+// the old ones.
+func showProcWorkers(out string) []int {
+	var current []int
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "# old workers") {
-			inOld = true
-			continue
+			break
 		}
-		f := strings.Fields(line)
-		if len(f) < 2 || f[1] != "worker" {
-			continue
-		}
-		if pid, err := strconv.Atoi(f[0]); err == nil {
-			if inOld {
-				old = append(old, pid)
-			} else {
+		if f := strings.Fields(line); len(f) >= 2 && f[1] == "worker" {
+			if pid, err := strconv.Atoi(f[0]); err == nil {
 				current = append(current, pid)
 			}
 		}
 	}
-	return current, old
+	return current
 }
 
 // bareHAProxy is HAProxy run directly in master-worker mode, without
@@ -81,7 +75,7 @@ func startBare(t *testing.T, h haproxyVersion, cfg haproxyConfig, addr string) *
 	waitListening(t, addr, 10*time.Second)
 	for end := time.Now().Add(5 * time.Second); ; {
 		if out, err := masterCommand(b.sock, "show proc"); err == nil {
-			if cur, _ := showProcWorkers(out); len(cur) > 0 {
+			if len(showProcWorkers(out)) > 0 {
 				checkMaster(t, h, out, b.Pid())
 				return b
 			}
@@ -144,6 +138,5 @@ func (b *bareHAProxy) workers(t *testing.T) []int {
 	if err != nil {
 		t.Fatalf("show proc: %v", err)
 	}
-	cur, _ := showProcWorkers(out)
-	return cur
+	return showProcWorkers(out)
 }
