@@ -1,8 +1,8 @@
 package integration
 
 import (
+	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,7 +22,18 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 		b := fast
 		cfg := newConfig(t)
 		s := serve(t, h, cfg, b.flags()...)
-		zombies := watchZombies(s)
+		// Sample hapsuper's zombie children every 50 ms, noting when each was
+		// first seen: one seen for longer than zombieGrace was not reaped.
+		firstSeen, long := map[int]time.Time{}, map[int]string{}
+		zombies := startLoop(t, "zombie watch", 50*time.Millisecond, 30*time.Second, func(context.Context, *recorder) {
+			for _, p := range zombiesOf(s.Pid()) {
+				if first, ok := firstSeen[p.pid]; !ok {
+					firstSeen[p.pid] = time.Now()
+				} else if d := time.Since(first); d > zombieGrace {
+					long[p.pid] = fmt.Sprintf("pid %d (%s) a zombie for at least %s", p.pid, p.comm, d)
+				}
+			}
+		})
 		var storm *reloadStorm
 		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
 			storm = startReloadStorm(s, 200*time.Millisecond, true)
@@ -30,12 +41,12 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 			checkNotEnded(s, r.term, "")
 		})
 		storm.stop()
-		long := zombies.stop()
+		zombies.stop()
 		last := r.cont.rec.lastStart()
 		t.Logf("%s; %d reloads logged by hapsuper, %d ignored once stopping", storm, len(s.All("reload")),
 			len(s.All("reload ignored: HAProxy is stopping")))
 		t.Logf("client stopped %s after SIGTERM; %d hard stop", last.Sub(r.term), len(s.All("hard stop")))
-		t.Logf("zombie children of hapsuper: %d seen, %d for longer than %s", zombies.seen(), len(long), zombieGrace)
+		t.Logf("zombie children of hapsuper: %d seen, %d for longer than %s", len(firstSeen), len(long), zombieGrace)
 
 		// Both channels must have reloaded HAProxy during the drain. The
 		// master refuses CLI connections while it re-executes, and on a
@@ -113,68 +124,3 @@ func (r *reloadStorm) String() string {
 // zombieGrace is how long a child of hapsuper may stay a zombie: the time
 // for its SIGCHLD (or the loop's tick, when signals coalesce) to be handled.
 const zombieGrace = 500 * time.Millisecond
-
-// zombieWatch samples hapsuper's zombie children every 50 ms until stopped
-// or hapsuper exits, noting when each was first and last seen.
-type zombieWatch struct {
-	quit, done chan struct{}
-	mu         sync.Mutex
-	first      map[int]time.Time
-	last       map[int]time.Time
-	info       map[int]procInfo
-}
-
-func watchZombies(s *supervisor) *zombieWatch {
-	z := &zombieWatch{quit: make(chan struct{}), done: make(chan struct{}),
-		first: map[int]time.Time{}, last: map[int]time.Time{}, info: map[int]procInfo{}}
-	go func() {
-		defer close(z.done)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-z.quit:
-				return
-			case <-s.Done():
-				return
-			case <-tick.C:
-			}
-			now := time.Now()
-			z.mu.Lock()
-			for _, p := range zombiesOf(s.Pid()) {
-				if _, ok := z.first[p.pid]; !ok {
-					z.first[p.pid], z.info[p.pid] = now, p
-				}
-				z.last[p.pid] = now
-			}
-			z.mu.Unlock()
-		}
-	}()
-	return z
-}
-
-// stop ends the watch and describes the zombies seen for longer than
-// zombieGrace.
-func (z *zombieWatch) stop() []string {
-	select {
-	case <-z.quit:
-	default:
-		close(z.quit)
-	}
-	<-z.done
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	var long []string
-	for pid, first := range z.first {
-		if d := z.last[pid].Sub(first); d > zombieGrace {
-			long = append(long, fmt.Sprintf("pid %d (%s) a zombie for at least %s", pid, z.info[pid].comm, d))
-		}
-	}
-	return long
-}
-
-func (z *zombieWatch) seen() int {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	return len(z.first)
-}
