@@ -36,7 +36,7 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 		})
 		var storm *reloadStorm
 		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
-			storm = startReloadStorm(s, 200*time.Millisecond, true)
+			storm = startReloadStorm(t, s, 200*time.Millisecond, true)
 			time.Sleep(3 * time.Second)
 			checkNotEnded(s, r.term, "")
 		})
@@ -74,46 +74,30 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 // exits or 30 s pass: with sighup, SIGHUP to hapsuper and `reload` on the
 // master CLI in turn; else only the latter.
 type reloadStorm struct {
+	*client
 	sighups, cliOK, cliFailed atomic.Int64
-	quit, done                chan struct{}
 }
 
-func startReloadStorm(s *supervisor, interval time.Duration, sighup bool) *reloadStorm {
-	r := &reloadStorm{quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		end := time.After(30 * time.Second)
-		for i := 0; ; i++ {
-			select {
-			case <-r.quit:
-				return
-			case <-s.Done():
-				return
-			case <-end:
-				return
-			case <-tick.C:
+func startReloadStorm(t *testing.T, s *supervisor, interval time.Duration, sighup bool) *reloadStorm {
+	r := &reloadStorm{}
+	i := 0
+	r.client = startLoop(t, "reload storm", interval, 30*time.Second, func(context.Context, *recorder) {
+		i++
+		switch {
+		case s.Exited():
+		case sighup && i%2 == 1:
+			if syscall.Kill(s.Pid(), syscall.SIGHUP) == nil {
+				r.sighups.Add(1)
 			}
-			if sighup && i%2 == 0 {
-				if syscall.Kill(s.Pid(), syscall.SIGHUP) == nil {
-					r.sighups.Add(1)
-				}
-				continue
-			}
+		default:
 			if _, err := masterCommand(s.master, "reload"); err != nil {
 				r.cliFailed.Add(1) // the 2.6 master refuses connections while it re-execs
 			} else {
 				r.cliOK.Add(1)
 			}
 		}
-	}()
+	})
 	return r
-}
-
-func (r *reloadStorm) stop() {
-	close(r.quit)
-	<-r.done
 }
 
 func (r *reloadStorm) String() string {

@@ -29,8 +29,7 @@ func TestIngressController_ReloadsDuringDrain(t *testing.T) {
 		s := startCommand(t, dir, procOptions{}, supervisorArgs(dir, b.flags(),
 			h.command(t, dir), "-W", "-S", filepath.Join(dir, "master.sock")+",mode,600", "-f", cfgDir))
 		s.waitReady(cfg.webAddr())
-		controller := startReloadStorm(s, 300*time.Millisecond, false) // on the shared master socket
-		defer controller.stop()
+		controller := startReloadStorm(t, s, 300*time.Millisecond, false) // on the shared master socket
 		time.Sleep(500 * time.Millisecond)
 		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
 			time.Sleep(3 * time.Second)
