@@ -32,7 +32,7 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 		cfg := newConfig(t)
 		s := serve(t, h, cfg, b.flags()...)
 		s.waitWorkers()
-		flood := startStatusFlood(s.status, statusFloodConns)
+		flood := startStatusFlood(t, s.status, statusFloodConns)
 		queries := startLoop(t, "status --json during the flood", 200*time.Millisecond, 30*time.Second, func(_ context.Context, rec *recorder) {
 			rec.add(queryStatus(s))
 		})
@@ -72,9 +72,9 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 	})
 }
 
-// statusFlood keeps n connections to the status socket busy until stopped:
-// each one, in a loop, connects, sends its kind of load, and reads until the
-// server closes.
+// statusFlood keeps n connections to the status socket busy until stopped
+// (at the latest when the test ends): each one, in a loop, connects, sends
+// its kind of load, and reads until the server closes.
 type statusFlood struct {
 	started            time.Time
 	opened, dialFailed atomic.Int64
@@ -82,9 +82,10 @@ type statusFlood struct {
 	wg                 sync.WaitGroup
 }
 
-func startStatusFlood(path string, n int) *statusFlood {
+func startStatusFlood(t *testing.T, path string, n int) *statusFlood {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &statusFlood{started: time.Now(), cancel: cancel}
+	t.Cleanup(func() { f.stop() })
 	garbage := make([]byte, 4096)
 	_, _ = rand.Read(garbage)
 	longLine := []byte(strings.Repeat("x", 256<<10))
