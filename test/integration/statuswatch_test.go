@@ -54,8 +54,8 @@ func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 
 		time.Sleep(500 * time.Millisecond)
 		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(*drainRun) { time.Sleep(500 * time.Millisecond) })
+		<-scanned // every line read before Wait closes the pipe (os/exec's StdoutPipe rule)
 		werr := watch.Wait()
-		<-scanned
 		t.Logf("watch: %d documents, phases %v; supervisor exit %d; watch ended %s after it (%v): %s",
 			docs, phases, r.code, time.Since(r.exitAt).Round(time.Millisecond), werr, errb.String())
 		if werr != nil {
