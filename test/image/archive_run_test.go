@@ -107,11 +107,7 @@ func TestBuiltImageRuns(t *testing.T) {
 		t.Fatalf("no user %q in the image's /etc/passwd", c.User)
 	}
 
-	port := freePort(t)
-	cfg := filepath.Join(root, conf.DefaultHAProxy[len(conf.DefaultHAProxy)-1])
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, exampleConfig, port), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	port := writeExampleConfig(t, filepath.Join(root, conf.DefaultHAProxy[len(conf.DefaultHAProxy)-1]))
 	argv := slices.Concat(c.Entrypoint, c.Cmd)
 	env := slices.Concat(c.Env, drainEnv)
 	t.Logf("running %q chrooted into the image (%s), as %s (%d:%d) in %s", argv, root, c.User, uid, gid, c.WorkingDir)

@@ -67,11 +67,8 @@ func TestImageCommandLine(t *testing.T) {
 		t.Fatalf("run directory %s: mode %v owner %d:%d, want a directory 0700 owned by haproxy (%d:%d)", run, info.Mode(), st.Uid, st.Gid, uid, gid)
 	}
 
-	port := freePort(t)
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, exampleConfig, port), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	port := writeExampleConfig(t, cfg)
 	argv := imageArgv(t, img, bin, cfg)
 	defaults, err := conf.Parse(nil, nil)
 	if err != nil {
@@ -279,10 +276,15 @@ func procUID(t *testing.T, pid int) int {
 	return -1
 }
 
-func freePort(t *testing.T) int {
+// writeExampleConfig writes exampleConfig on a free port to path and
+// returns the port.
+func writeExampleConfig(t *testing.T, path string) int {
 	t.Helper()
 	port, err := harness.FreePort()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, fmt.Appendf(nil, exampleConfig, port), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return port
