@@ -100,21 +100,14 @@ func blobPath(digest string) string {
 func loadArchive(t *testing.T) ociImage {
 	t.Helper()
 	p := archivePath(t)
-	b, err := readBlob(p, "index.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var index struct {
 		Manifests []struct {
 			Digest string `json:"digest"`
 		} `json:"manifests"`
 	}
-	if err := json.Unmarshal(b, &index); err != nil || len(index.Manifests) != 1 {
-		t.Fatalf("index.json of %s: %v, %d manifests; want one image", p, err, len(index.Manifests))
-	}
-	mp := blobPath(index.Manifests[0].Digest)
-	if b, err = readBlob(p, mp); err != nil {
-		t.Fatal(err)
+	readJSON(t, p, "index.json", &index)
+	if len(index.Manifests) != 1 {
+		t.Fatalf("index.json of %s: %d manifests; want one image", p, len(index.Manifests))
 	}
 	var manifest struct {
 		Config struct {
@@ -125,22 +118,25 @@ func loadArchive(t *testing.T) ociImage {
 			MediaType string `json:"mediaType"`
 		} `json:"layers"`
 	}
-	if err := json.Unmarshal(b, &manifest); err != nil {
-		t.Fatalf("manifest %s in %s: %v", mp, p, err)
-	}
-	cp := blobPath(manifest.Config.Digest)
-	if b, err = readBlob(p, cp); err != nil {
-		t.Fatal(err)
-	}
-	var img ociImage
-	if err := json.Unmarshal(b, &img); err != nil {
-		t.Fatalf("image configuration %s in %s: %v", cp, p, err)
-	}
+	readJSON(t, p, blobPath(index.Manifests[0].Digest), &manifest)
+	img := ociImage{archive: p}
+	readJSON(t, p, blobPath(manifest.Config.Digest), &img)
 	for _, l := range manifest.Layers {
 		img.layers = append(img.layers, blobPath(l.Digest))
 	}
-	img.archive = p
 	return img
+}
+
+// readJSON decodes the file name of the archive p into v.
+func readJSON(t *testing.T, p, name string, v any) {
+	t.Helper()
+	b, err := readBlob(p, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s in %s: %v", name, p, err)
+	}
 }
 
 // TestBuiltImageConfig: the image built from the Dockerfile (hack/image.sh)
