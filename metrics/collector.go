@@ -3,9 +3,6 @@ package metrics
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -17,33 +14,6 @@ const namespace = "hapsuper"
 // runs a long bound (60 s).
 var DrainBuckets = []float64{0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60}
 
-var (
-	phaseDesc = prometheus.NewDesc(namespace+"_phase",
-		"1 for the phase hapsuper is in, 0 for the others (starting, serving, draining, stopping, exited).",
-		[]string{"phase"}, nil)
-	drainsDesc = prometheus.NewDesc(namespace+"_drains_total",
-		"Drains ended, by reason; a process drains at most once.",
-		[]string{"reason"}, nil)
-	drainDurationDesc = prometheus.NewDesc(namespace+"_drain_duration_seconds",
-		"Time from the stop request to the soft stop, observed once when the drain ended.",
-		nil, nil)
-	deadlineDesc = prometheus.NewDesc(namespace+"_deadline_seconds",
-		"Seconds left before the hard-stop deadline, negative past it; absent while no deadline is known.",
-		nil, nil)
-	sessionsDesc = prometheus.NewDesc(namespace+"_haproxy_sessions",
-		"Current sessions summed over every HAProxy worker, old workers included, as last polled.",
-		nil, nil)
-	workersDesc = prometheus.NewDesc(namespace+"_haproxy_workers",
-		"HAProxy workers as last polled, by kind: current, or old (left by a reload).",
-		[]string{"kind"}, nil)
-	pendingNodesDesc = prometheus.NewDesc(namespace+"_routing_pending_nodes",
-		"Nodes whose kube-proxy has not yet confirmed the pod's withdrawal (kube-proxy mode, during a drain); 0 otherwise.",
-		nil, nil)
-	cliUpDesc = prometheus.NewDesc(namespace+"_master_cli_up",
-		"1 when the last poll of HAProxy's master CLI succeeded, 0 when it failed or none was made yet.",
-		nil, nil)
-)
-
 // board is what the collector reads: the supervisor's status.Board.
 type board interface{ Load() status.Snapshot }
 
@@ -53,41 +23,22 @@ type collector struct {
 	now   func() time.Time
 }
 
-var _ prometheus.Collector = collector{}
-
-// NewRegistry returns a registry with hapsuper's metrics read from b at each
-// scrape, with now as the clock for deadline_seconds, and the Go runtime and
-// process collectors.
-func NewRegistry(b *status.Board, now func() time.Time) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collector{board: b, now: now},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	return reg
-}
-
-// Describe implements prometheus.Collector.
-func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{phaseDesc, drainsDesc, drainDurationDesc, deadlineDesc, sessionsDesc, workersDesc, pendingNodesDesc, cliUpDesc} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector. Label values and counts are
-// fixed by this file, so the MustNew constructors cannot panic.
-func (c collector) Collect(ch chan<- prometheus.Metric) {
+// write renders hapsuper's families from the snapshot as it is now, then
+// the Go runtime's and the process's.
+func (c collector) write(e *exposition) {
 	s := c.board.Load()
+	e.family(namespace+"_phase", "gauge", "1 for the phase hapsuper is in, 0 for the others (starting, serving, draining, stopping, exited).")
 	for _, p := range drain.Phases() {
-		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, boolValue(s.Phase == p), string(p))
+		e.sample(namespace+"_phase", boolValue(s.Phase == p), "phase", string(p))
 	}
+	e.family(namespace+"_drains_total", "counter", "Drains ended, by reason; a process drains at most once.")
 	for _, r := range drain.Reasons() {
-		ch <- prometheus.MustNewConstMetric(drainsDesc, prometheus.CounterValue, boolValue(s.Drain.Reason == r), string(r))
+		e.sample(namespace+"_drains_total", boolValue(s.Drain.Reason == r), "reason", string(r))
 	}
-	ch <- drainDuration(s.Drain)
+	writeDrainDuration(e, s.Drain)
 	if !s.Drain.Deadline.IsZero() {
-		ch <- prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, s.Drain.Deadline.Sub(c.now()).Seconds())
+		e.one(namespace+"_deadline_seconds", "gauge", "Seconds left before the hard-stop deadline, negative past it; absent while no deadline is known.",
+			s.Drain.Deadline.Sub(c.now()).Seconds())
 	}
 	var sessions int64
 	var current, old int
@@ -99,37 +50,40 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			current++
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(sessions))
-	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(current), "current")
-	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(old), "old")
+	e.one(namespace+"_haproxy_sessions", "gauge", "Current sessions summed over every HAProxy worker, old workers included, as last polled.", float64(sessions))
+	e.family(namespace+"_haproxy_workers", "gauge", "HAProxy workers as last polled, by kind: current, or old (left by a reload).")
+	e.sample(namespace+"_haproxy_workers", float64(current), "kind", "current")
+	e.sample(namespace+"_haproxy_workers", float64(old), "kind", "old")
 	pending := 0
 	for _, c := range s.Drain.Conditions {
 		if c.Name == drain.ConditionRouting {
 			pending = c.PendingNodes
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(pendingNodesDesc, prometheus.GaugeValue, float64(pending))
-	ch <- prometheus.MustNewConstMetric(cliUpDesc, prometheus.GaugeValue, boolValue(s.PollError == "" && !s.ObservedAt.IsZero()))
+	e.one(namespace+"_routing_pending_nodes", "gauge", "Nodes whose kube-proxy has not yet confirmed the pod's withdrawal (kube-proxy mode, during a drain); 0 otherwise.", float64(pending))
+	e.one(namespace+"_master_cli_up", "gauge", "1 when the last poll of HAProxy's master CLI succeeded, 0 when it failed or none was made yet.",
+		boolValue(s.PollError == "" && !s.ObservedAt.IsZero()))
+	writeRuntime(e)
+	writeProcess(e)
 }
 
-// drainDuration is the histogram of this process's one drain: empty until
-// the drain ended (its reason set and the soft stop sent), then one
-// observation of stop request → soft stop.
-func drainDuration(st status.Drain) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(DrainBuckets))
+// writeDrainDuration writes the histogram of this process's one drain:
+// empty until the drain ended (its reason set and the soft stop sent), then
+// one observation of stop request → soft stop.
+func writeDrainDuration(e *exposition, st status.Drain) {
+	const name = namespace + "_drain_duration_seconds"
+	e.family(name, "histogram", "Time from the stop request to the soft stop, observed once when the drain ended.")
+	ended := st.Reason != drain.ReasonNone && !st.StopRequested.IsZero() && !st.SoftStop.IsZero()
+	d := 0.0
+	if ended {
+		d = st.SoftStop.Sub(st.StopRequested).Seconds()
+	}
 	for _, b := range DrainBuckets {
-		buckets[b] = 0
+		e.sample(name+"_bucket", boolValue(ended && d <= b), "le", formatValue(b))
 	}
-	if st.Reason == drain.ReasonNone || st.StopRequested.IsZero() || st.SoftStop.IsZero() {
-		return prometheus.MustNewConstHistogram(drainDurationDesc, 0, 0, buckets)
-	}
-	d := st.SoftStop.Sub(st.StopRequested).Seconds()
-	for _, b := range DrainBuckets {
-		if d <= b {
-			buckets[b] = 1
-		}
-	}
-	return prometheus.MustNewConstHistogram(drainDurationDesc, 1, d, buckets)
+	e.sample(name+"_bucket", boolValue(ended), "le", "+Inf")
+	e.sample(name+"_sum", d)
+	e.sample(name+"_count", boolValue(ended))
 }
 
 func boolValue(b bool) float64 {

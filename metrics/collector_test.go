@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/status"
@@ -134,47 +137,124 @@ func TestCollectorPhases(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := collector{board: status.NewBoard(tt.snap), now: func() time.Time { return at(10) }}
-			if err := testutil.CollectAndCompare(c, strings.NewReader(tt.want.text()), names...); err != nil {
-				t.Error(err)
+			got := scrape(t, c)
+			if i := strings.Index(got, "# HELP go_"); i < 0 || got[:i] != tt.want.text() {
+				t.Errorf("hapsuper's families:\n%s\nwant:\n%s", got[:max(strings.Index(got, "# HELP go_"), 0)], tt.want.text())
 			}
 		})
 	}
 }
 
+// scrape renders c and checks that Prometheus' own text parser reads it.
+func scrape(t *testing.T, c collector) string {
+	t.Helper()
+	var e exposition
+	c.write(&e)
+	text := e.b.String()
+	if _, err := parse(text); err != nil {
+		t.Fatalf("Prometheus' parser rejects the exposition: %v\n%s", err, text)
+	}
+	return text
+}
+
+func parse(text string) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	return p.TextToMetricFamilies(strings.NewReader(text))
+}
+
+// families scrapes c and returns what Prometheus' parser read.
+func families(t *testing.T, c collector) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := parse(scrape(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
 // Every phase and reason is present as a series from the first scrape, so
 // rate() and absent() work without waiting for the first drain.
 func TestCollectorSeriesAlwaysPresent(t *testing.T) {
-	c := collector{board: status.NewBoard(status.Snapshot{}), now: time.Now}
+	mfs := families(t, collector{board: status.NewBoard(status.Snapshot{}), now: time.Now})
 	for name, want := range map[string]int{
 		"hapsuper_phase": len(drain.Phases()), "hapsuper_drains_total": len(drain.Reasons()),
 		"hapsuper_drain_duration_seconds": 1, "hapsuper_haproxy_workers": 2,
 		"hapsuper_deadline_seconds": 0,
 	} {
-		if got := testutil.CollectAndCount(c, name); got != want {
+		if got := len(mfs[name].GetMetric()); got != want {
 			t.Errorf("%s: %d series, want %d", name, got, want)
 		}
 	}
 }
 
-// The registry passes the linter (names, units, help) and carries the Go
-// and process collectors beside hapsuper's.
-func TestRegistry(t *testing.T) {
-	reg := NewRegistry(status.NewBoard(status.Snapshot{Phase: drain.Serving}), time.Now)
-	problems, err := testutil.GatherAndLint(reg)
+// The exposition passes Prometheus' linter (names, units, help) and
+// carries the Go runtime's and the process's metrics beside hapsuper's,
+// under client_golang's names, with values that are this process's.
+func TestExpositionLintAndRuntime(t *testing.T) {
+	text := scrape(t, collector{board: status.NewBoard(status.Snapshot{Phase: drain.Serving}), now: time.Now})
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
-		if strings.HasPrefix(p.Metric, "hapsuper_") {
-			t.Errorf("lint %s: %s", p.Metric, p.Text)
+		t.Errorf("lint %s: %s", p.Metric, p.Text)
+	}
+	mfs, _ := parse(text)
+	value := func(name string) float64 {
+		mf := mfs[name]
+		if mf == nil || len(mf.GetMetric()) != 1 {
+			t.Errorf("%s: %d families, want one series", name, len(mf.GetMetric()))
+			return 0
+		}
+		m := mf.GetMetric()[0]
+		return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	}
+	if g := value("go_goroutines"); g < 1 {
+		t.Errorf("go_goroutines %g, want at least this test's", g)
+	}
+	if rss := value("process_resident_memory_bytes"); rss < 1<<20 || rss > 1<<32 {
+		t.Errorf("process_resident_memory_bytes %g, want this process's (MBs)", rss)
+	}
+	if start := value("process_start_time_seconds"); time.Since(time.Unix(int64(start), 0)) > time.Hour || time.Until(time.Unix(int64(start), 0)) > time.Minute {
+		t.Errorf("process_start_time_seconds %g (%s), want this test process's start", start, time.Unix(int64(start), 0))
+	}
+	if fds := value("process_open_fds"); fds < 3 || fds > value("process_max_fds") {
+		t.Errorf("process_open_fds %g, max %g", fds, value("process_max_fds"))
+	}
+	for _, name := range []string{"go_threads", "go_memstats_alloc_bytes", "go_memstats_sys_bytes", "process_cpu_seconds_total", "process_virtual_memory_bytes"} {
+		if v := value(name); v <= 0 {
+			t.Errorf("%s %g, want > 0", name, v)
 		}
 	}
-	n, err := testutil.GatherAndCount(reg, "go_goroutines", "process_start_time_seconds", "hapsuper_phase")
-	if err != nil {
-		t.Fatal(err)
+}
+
+func TestParseStat(t *testing.T) {
+	// A command name with a space and a parenthesis, as proc(5) allows.
+	line := "4242 (ha) proxy) S 1 4242 4242 0 -1 4194560 2000 0 0 0 123 45 0 0 20 0 9 0 5678 23456768 2900 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	st, ok := parseStat([]byte(line))
+	if want := (stat{utime: 123, stime: 45, start: 5678, vsize: 23456768, rss: 2900}); !ok || st != want {
+		t.Errorf("parseStat: %+v %v, want %+v", st, ok, want)
 	}
-	if n != 2+len(drain.Phases()) {
-		t.Errorf("go_goroutines, process_start_time_seconds and hapsuper_phase: %d series, want %d", n, 2+len(drain.Phases()))
+	for _, bad := range []string{"", "4242 (ha S 1", "4242 (ha) S 1 2 3", "4242 (ha) S 1 4242 4242 0 -1 4194560 2000 0 0 0 x 45 0 0 20 0 9 0 5678 23456768 2900"} {
+		if st, ok := parseStat([]byte(bad)); ok {
+			t.Errorf("parseStat(%q) = %+v, want not ok", bad, st)
+		}
+	}
+}
+
+func TestExpositionEscapes(t *testing.T) {
+	var e exposition
+	e.family("x_info", "gauge", "a \\ and a\nnewline")
+	e.sample("x_info", 1, "v", "q\"b\\n\nl")
+	mfs, err := parse(e.b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, e.b.String())
+	}
+	if got := mfs["x_info"].GetMetric()[0].GetLabel()[0].GetValue(); got != "q\"b\\n\nl" {
+		t.Errorf("label value read back %q", got)
+	}
+	if got := mfs["x_info"].GetHelp(); got != "a \\ and a\nnewline" {
+		t.Errorf("help read back %q", got)
 	}
 }
 
@@ -182,20 +262,11 @@ func TestRegistry(t *testing.T) {
 // scrapes shows in the second without any call into this package.
 func TestCollectorReadsAtScrapeTime(t *testing.T) {
 	b := status.NewBoard(status.Snapshot{Phase: drain.Serving})
-	reg := NewRegistry(b, time.Now)
+	c := collector{board: b, now: time.Now}
 	phase := func() string {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "hapsuper_phase" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if m.GetGauge().GetValue() == 1 {
-					return m.GetLabel()[0].GetValue()
-				}
+		for _, m := range families(t, c)["hapsuper_phase"].GetMetric() {
+			if m.GetGauge().GetValue() == 1 {
+				return m.GetLabel()[0].GetValue()
 			}
 		}
 		return ""

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
+
+	"github.com/hapsuper/hapsuper/status"
 )
 
 // limits bound what one client can hold of the server. A scrape is one small
@@ -23,8 +23,6 @@ type limits struct {
 	idle        time.Duration // keep-alive between scrapes
 	maxHeader   int           // bytes
 	connections int           // open at once; more wait in the kernel's backlog
-	inFlight    int           // concurrent /metrics renderings; more get 503
-	render      time.Duration // one /metrics rendering; slower gets 503
 	shutdown    time.Duration // graceful Shutdown before connections are closed
 }
 
@@ -39,8 +37,6 @@ var defaultLimits = limits{
 	idle:        65 * time.Second,
 	maxHeader:   16 << 10,
 	connections: 16,
-	inFlight:    4,
-	render:      5 * time.Second,
 	shutdown:    500 * time.Millisecond,
 }
 
@@ -54,20 +50,28 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves /metrics from reg and /healthz on ln until ctx ends, then
-// shuts down gracefully (half a second at most), closes ln and returns nil. It
-// returns an error only when serving failed; ln is closed either way.
-func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry, log *slog.Logger) error {
-	return serve(ctx, ln, handler(reg, defaultLimits), defaultLimits, log)
+// Serve serves /metrics, read from b at each scrape, and /healthz on ln
+// until ctx ends, then shuts down gracefully (half a second at most), closes
+// ln and returns nil. It returns an error only when serving failed; ln is
+// closed either way.
+func Serve(ctx context.Context, ln net.Listener, b *status.Board, log *slog.Logger) error {
+	return serve(ctx, ln, handler(collector{board: b, now: time.Now}), defaultLimits, log)
 }
 
-func handler(reg *prometheus.Registry, l limits) http.Handler {
+// contentType is the text format's, as Prometheus asks for it.
+const contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// handler serves the two paths. A rendering reads memory and three small
+// /proc files, so it needs no in-flight limit or timeout of its own: the
+// connection limit and the write timeout bound it.
+func handler(c collector) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		Registry:            reg, // promhttp_metric_handler_errors_total
-		MaxRequestsInFlight: l.inFlight,
-		Timeout:             l.render,
-	}))
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		var e exposition
+		c.write(&e)
+		w.Header().Set("Content-Type", contentType)
+		_ = e.writeTo(w) // the client went away; nothing to do
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

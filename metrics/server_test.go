@@ -32,7 +32,7 @@ func startServer(t *testing.T, b *status.Board, l limits) *server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{addr: ln.Addr().String(), cancel: cancel, done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	go func() { s.done <- serve(ctx, ln, handler(NewRegistry(b, time.Now), l), l, log) }()
+	go func() { s.done <- serve(ctx, ln, handler(collector{board: b, now: time.Now}), l, log) }()
 	t.Cleanup(func() { s.stop(t, 5*time.Second) })
 	return s
 }
@@ -73,6 +73,14 @@ func TestServeScrapeAndHealth(t *testing.T) {
 	b := status.NewBoard(status.Snapshot{Phase: drain.Serving, ObservedAt: time.Now(), Workers: []status.Worker{{PID: 7, Sessions: 3}}})
 	s := startServer(t, b, defaultLimits)
 
+	resp, err := http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Errorf("GET /metrics: Content-Type %q, want Prometheus' text format 0.0.4", ct)
+	}
 	code, body := get(t, "http://"+s.addr+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d, want 200", code)
@@ -93,7 +101,7 @@ func TestServeScrapeAndHealth(t *testing.T) {
 	if code, _ := get(t, "http://"+s.addr+"/nothing"); code != http.StatusNotFound {
 		t.Errorf("GET /nothing: %d, want 404", code)
 	}
-	resp, err := http.Post("http://"+s.addr+"/metrics", "text/plain", strings.NewReader("x"))
+	resp, err = http.Post("http://"+s.addr+"/metrics", "text/plain", strings.NewReader("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +239,7 @@ func TestServeListenerClosed(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(context.Background(), ln, NewRegistry(status.NewBoard(status.Snapshot{}), time.Now), slog.New(slog.DiscardHandler))
+		done <- Serve(context.Background(), ln, status.NewBoard(status.Snapshot{}), slog.New(slog.DiscardHandler))
 	}()
 	time.Sleep(50 * time.Millisecond)
 	ln.Close()

@@ -232,10 +232,9 @@ func (sv *Supervisor) listenMetrics(board *status.Board) (func(context.Context) 
 	if err != nil {
 		return nil, err
 	}
-	reg := metrics.NewRegistry(board, time.Now)
 	log := sv.log.With("component", "metrics")
 	return func(ctx context.Context) error {
-		if err := metrics.Serve(ctx, ln, reg, log); err != nil {
+		if err := metrics.Serve(ctx, ln, board, log); err != nil {
 			log.Error("metrics endpoint stopped: scrapes fail until hapsuper restarts", "err", err)
 			<-ctx.Done()
 		}

@@ -16,15 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hapsuper/hapsuper/bench/fakeapi"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 	"github.com/hapsuper/hapsuper/test/harness"
 	corev1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/ptr"
 )
 
 // The fan-out part: one routing.Observer (in a child process, so its RSS
@@ -186,30 +185,24 @@ func childMode() bool {
 func fanoutChild() error {
 	nodes, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_NODES"))
 	port, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_PORT"))
-	const ns, pod = "default", "bench-0"
-	var objs []any
-	for i := range nodes {
-		objs = append(objs, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)},
-			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr(i).String()}}},
-		})
-	}
-	objs = append(objs,
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Type: corev1.ServiceTypeClusterIP}},
-		fanoutSlice(ns, true))
+	const ns = "default"
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, o := range objs {
-		if err := createAny(ctx, client, o); err != nil {
-			return err
+	for i := range nodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)},
+			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr(i).String()}}},
+		}
+		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node %d in the fake API: %w", i, err)
 		}
 	}
+	if err := fakeapi.AddPod(ctx, client, ns); err != nil {
+		return err
+	}
 	obs, err := routing.New(routing.Config{
-		Mode: routing.ModeKubeProxy, HealthzPort: port,
-		Identity: routing.Identity{PodName: pod, Namespace: ns, NodeName: "node-0", PodIPs: []string{"10.0.0.1"}},
+		Mode: routing.ModeKubeProxy, HealthzPort: port, Identity: fakeapi.Identity(ns),
 	}, kubefake.New(client), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -230,7 +223,7 @@ func fanoutChild() error {
 		return fmt.Errorf("read T0: %w", err)
 	}
 	time.Sleep(time.Until(time.Unix(0, at)))
-	if _, err := client.DiscoveryV1().EndpointSlices(ns).Update(ctx, fanoutSlice(ns, false), metav1.UpdateOptions{}); err != nil {
+	if _, err := client.DiscoveryV1().EndpointSlices(ns).Update(ctx, fakeapi.PodSlice(ns, false), metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("withdraw the pod: %w", err)
 	}
 	obs.StopRequested(time.Now())
@@ -249,38 +242,4 @@ func fanoutChild() error {
 	cancel()
 	<-done
 	return json.NewEncoder(os.Stdout).Encode(rep)
-}
-
-// fanoutSlice lists the pod (ready, or terminating) and another ready pod.
-func fanoutSlice(ns string, ready bool) *discovery.EndpointSlice {
-	return &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: ns, Labels: map[string]string{discovery.LabelServiceName: "web"}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
-		Endpoints: []discovery.Endpoint{
-			{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("node-0"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "bench-0", Namespace: ns},
-				Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(true), Terminating: ptr.To(!ready)}},
-			{Addresses: []string{"10.0.0.2"}, NodeName: ptr.To("node-1"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "bench-1", Namespace: ns},
-				Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}},
-		},
-	}
-}
-
-// createAny creates one object of the kinds the fan-out uses.
-func createAny(ctx context.Context, c *fake.Clientset, o any) error {
-	var err error
-	switch v := o.(type) {
-	case *corev1.Node:
-		_, err = c.CoreV1().Nodes().Create(ctx, v, metav1.CreateOptions{})
-	case *corev1.Pod:
-		_, err = c.CoreV1().Pods(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
-	case *corev1.Service:
-		_, err = c.CoreV1().Services(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
-	case *discovery.EndpointSlice:
-		_, err = c.DiscoveryV1().EndpointSlices(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("create %T in the fake API: %w", o, err)
-	}
-	return nil
 }

@@ -6,40 +6,23 @@
 //	cd bench && go run ./rollout --smoke    # quiet + hapsuper, one pattern, ~2 minutes (make bench-smoke)
 //	cd bench && go run ./rollout -soak 100  # 100 consecutive hapsuper drains per client pattern, ~45 minutes (make soak)
 //
-// It runs, in one process and in this order:
+// It runs, in one process and in this order: HAProxy req/s bare and under
+// hapsuper (bench/throughput, needs wrk); the kube-proxy confirmation
+// fan-out (fanout.go, no cluster); the rollout matrix on a k8stest cluster
+// of 2 nodes (strategies × client patterns × kube-proxy live or the other
+// node's frozen for 4 s at each delete; matrix.go); the scale check, RSS
+// with 0 and 10,000 EndpointSlices (scale.go). -soak N runs only the soak
+// (soak.go). Flags select parts (see -help).
 //
-//  1. HAProxy req/s bare and under hapsuper (cd bench && go run ./throughput, A/B
-//     interleaved; needs wrk).
-//  2. The kube-proxy confirmation fan-out: routing.Observer, in a child
-//     process of its own, against N simulated kube-proxy healthz endpoints
-//     (127.1.x.y, one server answering per address) whose syncs complete at
-//     scripted times; the time to confirm after the last sync, the requests
-//     in flight at most, the child's RSS.
-//  3. The rollout matrix on a k8stest cluster (2 nodes, nftables,
-//     minSyncPeriod 1 s): strategies immediate, sleep-5s, sleep-N (searched),
-//     quiet and hapsuper, times the client patterns, with kube-proxy live
-//     and with the other node's kube-proxy frozen for 4 s at each delete.
-//  4. The scale check: hapsuper's RSS (routing endpointslices) with 0 and
-//     with 10,000 EndpointSlices in its namespace.
-//
-// It prints progress while it runs, writes the Markdown table to
-// bench/rollout/RESULTS.md and the timeline of one drain per strategy to
-// docs/rollout-timeline.svg (and a PNG beside it), and prints the table. A
-// smoke run writes them to $TMPDIR/hapsuper-rollout-smoke/ instead. Other
-// flags select parts (-strategies, -patterns, -kube-proxy live|frozen,
-// -fanout-nodes, -slices, -throughput-rounds; see -help); -fanout-only runs
-// part 2 alone, without a cluster.
-//
-// With -soak N it runs only the soak (soak.go): for each client pattern,
-// hapsuper strategy and live kube-proxy unless -strategies and -kube-proxy
-// say otherwise, rollouts back to back until N drains are done, and writes
-// bench/rollout/SOAK.md.
+// It writes bench/rollout/RESULTS.md (or SOAK.md) and the timeline of one
+// drain per strategy to docs/rollout-timeline.svg and .png; a smoke run
+// writes them to $TMPDIR/hapsuper-rollout-smoke/ instead.
 //
 // It needs what the k8s tests need (root, iproute2, nftables, iptables,
-// conntrack, the binaries of hack/k8s-binaries.sh), haproxy, and wrk for
-// step 1. It only sends traffic to 127.0.0.0/8 and to the network
-// namespaces it creates. It is a benchmark, not a test: it fails only when
-// it cannot measure, never because a target was missed.
+// conntrack, the binaries of hack/k8s-binaries.sh) and haproxy. It only
+// sends traffic to 127.0.0.0/8 and to the network namespaces it creates.
+// It is a benchmark, not a test: it fails only when it cannot measure,
+// never because a target was missed.
 package main
 
 import (

@@ -109,7 +109,12 @@ func (r *runner) runMatrix(ctx context.Context) (*matrix, error) {
 		}
 		searching := len(r.opts.candidates) > 0
 		failFast := searching && s.kind == stratSleep && s.sleep != 5*time.Second
-		sr, err := r.run(run, s, failFast)
+		if failFast {
+			r.printf("strategy %s (sleep-N candidate: stops at its first cell with failures)\n", s.name)
+		} else {
+			r.printf("strategy %s\n", s.name)
+		}
+		sr, err := run(s, failFast)
 		if err != nil {
 			return m, err
 		}
@@ -127,16 +132,6 @@ func (r *runner) runMatrix(ctx context.Context) (*matrix, error) {
 		}
 	}
 	return m, nil
-}
-
-// run announces a strategy and runs it.
-func (r *runner) run(run func(strategy, bool) (searchResult, error), s strategy, failFast bool) (searchResult, error) {
-	mode := ""
-	if failFast {
-		mode = " (sleep-N candidate: stops at its first cell with failures)"
-	}
-	r.printf("strategy %s%s\n", s.name, mode)
-	return run(s, failFast)
 }
 
 // progress prints one finished cell.

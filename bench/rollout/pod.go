@@ -48,21 +48,10 @@ const backendPort = 9000
 // with the times of its stop as the bench played and observed them.
 type benchPod struct {
 	*kube.Container
-	strat strategy
-	code  int // the container's exit code, once stopped
+	podResult // its stop, filled by stop; runCell adds what it saw from outside
 
 	readyAt    time.Time // SetPodReady returned
 	readyTicks int64     // the process's CPU ticks then
-	deletedAt  time.Time // the API delete returned; the kubelet's stop starts here
-	signalAt   time.Time // SIGTERM (hapsuper) or SIGUSR1 (plain HAProxy) sent
-	softAt     time.Time // soft stop: SIGUSR1 sent, or hapsuper's "soft stop"
-	endedAt    time.Time // hapsuper's "drain ended"; the soft stop for plain HAProxy
-	masterAt   time.Time // HAProxy master exit
-	withdrawn  time.Time // hapsuper's first routing state=withdrawn after the stop
-	reason     string    // hapsuper's drain reason
-	killed     bool      // the grace period ended it (SIGKILL)
-
-	usage usage // hapsuper's RSS and CPU while serving (before the stop)
 }
 
 // startPod adds pod name on node with strategy s, starts its backend and
@@ -77,7 +66,7 @@ func (r *runner) startPod(ctx context.Context, node int, name string, s strategy
 	if err := os.WriteFile(cfg, []byte(haproxyCfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write HAProxy config of pod %s: %w", name, err)
 	}
-	p := &benchPod{strat: s}
+	p := &benchPod{podResult: podResult{name: name, node: pod.Node.Name, strat: s}}
 	if !s.underHapsuper() {
 		p.Container = kube.StartContainer(r.t, pod, "/usr/sbin/haproxy", "-W", "-db", "-f", cfg)
 		return p, p.waitListening()
@@ -121,7 +110,7 @@ func (p *benchPod) stop(grace time.Duration) {
 	if p.strat.kind == stratHapsuper || p.strat.kind == stratQuiet {
 		p.usage = measureUsage(p.Pid(), p.readyAt, p.readyTicks)
 	}
-	deadline := time.NewTimer(time.Until(p.deletedAt.Add(grace)))
+	deadline := time.NewTimer(time.Until(p.deleted.Add(grace)))
 	defer deadline.Stop()
 	switch p.strat.kind {
 	case stratImmediate, stratSleep:
@@ -129,12 +118,12 @@ func (p *benchPod) stop(grace time.Duration) {
 		case <-time.After(p.strat.sleep): // preStop sleep (0 for immediate)
 		case <-p.Done():
 		}
-		p.signalAt = time.Now()
-		p.softAt = p.signalAt
-		p.endedAt = p.signalAt
+		p.signal = time.Now()
+		p.soft = p.signal
+		p.ended = p.signal
 		_ = p.Signal(syscall.SIGUSR1)
 	default:
-		p.signalAt = time.Now()
+		p.signal = time.Now()
 		_ = p.Signal(syscall.SIGTERM)
 	}
 	select {
@@ -143,15 +132,29 @@ func (p *benchPod) stop(grace time.Duration) {
 		p.killed = true
 		p.Kill()
 	}
-	var exitAt time.Time
-	p.code, exitAt = p.Exit()
-	p.masterAt = exitAt
+	p.code, p.master = p.Exit()
 	if !p.strat.underHapsuper() {
 		return
 	}
 	// The last lines may still be in the pipe when the process is gone.
 	p.WaitRead(2 * time.Second)
-	d := p.ReadDrain(p.signalAt)
-	p.endedAt, p.reason, p.withdrawn = cmp.Or(d.Ended, p.endedAt), d.Reason, d.Withdrawn
-	p.softAt, p.masterAt = cmp.Or(d.Soft, p.softAt), cmp.Or(d.HAProxyExit, p.masterAt)
+	d := p.ReadDrain(p.signal)
+	p.ended, p.reason, p.hapsuperW = cmp.Or(d.Ended, p.ended), d.Reason, d.Withdrawn
+	p.soft, p.master = cmp.Or(d.Soft, p.soft), cmp.Or(d.HAProxyExit, p.master)
+}
+
+// usage is a process's memory and CPU while serving.
+type usage struct {
+	rssKB      int64
+	cpuPercent float64 // of one core, averaged since the pod turned Ready
+}
+
+// measureUsage reads pid's VmRSS and its CPU share since since, when it
+// had used baseTicks.
+func measureUsage(pid int, since time.Time, baseTicks int64) usage {
+	u := usage{rssKB: harness.StatusKB(pid, "VmRSS")}
+	if el := time.Since(since).Seconds(); el > 0 && !since.IsZero() {
+		u.cpuPercent = 100 * float64(harness.CPUTicks(pid)-baseTicks) / 100 / el // USER_HZ = 100
+	}
+	return u
 }

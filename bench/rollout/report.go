@@ -39,13 +39,11 @@ func report(m *matrix, x extras, grace time.Duration) string {
 	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, c := range m.cells {
 		f := c.failures()
-		var drains, gaps, exits []time.Duration
+		gaps := withdrawnToSoft(c.pods)
+		var drains, exits []time.Duration
 		reasons := map[string]int{}
 		for _, p := range c.pods {
 			drains = append(drains, p.drain())
-			if !p.withdrawn.IsZero() && !p.soft.IsZero() {
-				gaps = append(gaps, p.soft.Sub(p.withdrawn))
-			}
 			if !p.soft.IsZero() && !p.master.IsZero() {
 				exits = append(exits, p.master.Sub(p.soft))
 			}
@@ -190,11 +188,8 @@ func drainTargets(m *matrix, name string) []target {
 	var over, notRouted []string
 	wq := hs[0].strat.quietOnceWithdrawn()
 	for _, c := range hs {
-		var gaps []time.Duration
+		gaps := withdrawnToSoft(c.pods)
 		for _, p := range c.pods {
-			if !p.withdrawn.IsZero() && !p.soft.IsZero() {
-				gaps = append(gaps, p.soft.Sub(p.withdrawn))
-			}
 			if p.reason != "routed-away" {
 				notRouted = append(notRouted, fmt.Sprintf("%s %s: %s", c.pat, c.proxy(), p.reason))
 			}
@@ -225,6 +220,18 @@ func drainTargets(m *matrix, name string) []target {
 			verdict(ratio >= want, fmt.Sprintf("%.2f× < %.1f×", ratio, want))})
 	} else if len(m.search) > 0 {
 		out = append(out, target{name + ": drain shorter than sleep-N", "no sleep-N had 0 failures", "n/a: sleep-N did not exist"})
+	}
+	return out
+}
+
+// withdrawnToSoft is, for each pod withdrawn and soft-stopped, the time
+// between the two (negative: HAProxy closed its listeners while routed to).
+func withdrawnToSoft(pods []podResult) []time.Duration {
+	var out []time.Duration
+	for _, p := range pods {
+		if !p.withdrawn.IsZero() && !p.soft.IsZero() {
+			out = append(out, p.soft.Sub(p.withdrawn))
+		}
 	}
 	return out
 }

@@ -17,19 +17,19 @@ import (
 type podResult struct {
 	name, node string
 	strat      strategy
-	deleted    time.Time // the kubelet's stop starts (preStop, or the stop signal)
-	signal     time.Time
-	soft       time.Time
-	ended      time.Time // drain ended (the soft stop for plain HAProxy)
+	deleted    time.Time // the API delete returned; the kubelet's stop starts here
+	signal     time.Time // SIGTERM (hapsuper) or SIGUSR1 (plain HAProxy) sent
+	soft       time.Time // soft stop: SIGUSR1 sent, or hapsuper's "soft stop"
+	ended      time.Time // hapsuper's "drain ended"; the soft stop for plain HAProxy
 	master     time.Time // HAProxy master exit
 	withdrawn  time.Time // withdrawal confirmed: hapsuper's log, or the last node's rules
-	hapsuperW  time.Time // hapsuper's own routing withdrawn line (zero otherwise)
+	hapsuperW  time.Time // hapsuper's first routing state=withdrawn after the stop (zero otherwise)
 	nodeRules  map[string]time.Time
-	reason     string
-	late       int // new connections sent after withdrawn that the pod answered (-1: not counted)
-	killed     bool
-	code       int
-	usage      usage
+	reason     string // hapsuper's drain reason
+	late       int    // new connections sent after withdrawn that the pod answered (-1: not counted)
+	killed     bool   // the grace period ended it (SIGKILL)
+	code       int    // the container's exit code
+	usage      usage  // hapsuper's RSS and CPU while serving (before the stop)
 }
 
 // drain is the stop → HAProxy master exit time.
@@ -139,7 +139,6 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 	var freezes freezer
 	var errMu sync.Mutex
 	var errs []error
-	records := make([]podResult, len(r.cur))
 	var next2 []*benchPod
 	for i, old := range r.cur {
 		repl, err := r.newReplica(ctx, i+1, next)
@@ -156,8 +155,8 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 			tr.Stop()
 			return cellResult{}, err
 		}
-		old.deletedAt = time.Now()
-		tr.deleted(old.deletedAt)
+		old.deleted = time.Now()
+		tr.deleted(old.deleted)
 		if c.frozen {
 			for _, n := range nodes {
 				if n != old.Node {
@@ -165,35 +164,30 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 				}
 			}
 		}
-		rec := &records[i]
-		rec.nodeRules = map[string]time.Time{}
-		var recMu sync.Mutex
+		old.nodeRules = map[string]time.Time{}
+		var rulesMu sync.Mutex
 		wctx, wcancel := context.WithTimeout(ctx, r.opts.grace+5*time.Second)
 		defer wcancel()
 		for _, n := range nodes {
 			watches.Go(func() {
 				at := r.rules.withdrawalWatch(wctx, n, old.IP.String())
-				recMu.Lock()
-				rec.nodeRules[n.Name] = at
-				recMu.Unlock()
+				rulesMu.Lock()
+				old.nodeRules[n.Name] = at
+				rulesMu.Unlock()
 			})
 		}
 		stops.Go(func() {
 			old.stop(r.opts.grace)
+			var logErr error
 			if r.opts.logDir != "" {
-				if err := writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.Tail(1<<20)+"\n"); err != nil {
-					errMu.Lock()
-					errs = append(errs, err)
-					errMu.Unlock()
-				}
+				logErr = writeFile(filepath.Join(r.opts.logDir, old.Name+".log"), old.Tail(1<<20)+"\n")
 			}
 			fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer fcancel()
-			if err := r.env.H.FinishPod(fctx, old.Pod); err != nil {
-				errMu.Lock()
-				errs = append(errs, err)
-				errMu.Unlock()
-			}
+			err := errors.Join(logErr, r.env.H.FinishPod(fctx, old.Pod))
+			errMu.Lock()
+			errs = append(errs, err)
+			errMu.Unlock()
 		})
 	}
 	stops.Wait()
@@ -205,19 +199,14 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 	tr.Stop()
 	res.end = time.Now()
 	res.outcomes = tr.Outcomes()
-	for i, old := range r.cur {
-		rec := &records[i]
-		rec.name, rec.node, rec.strat = old.Name, old.Node.Name, old.strat
-		rec.deleted, rec.signal, rec.soft, rec.ended, rec.master = old.deletedAt, old.signalAt, old.softAt, old.endedAt, old.masterAt
-		rec.reason, rec.killed, rec.code, rec.usage = old.reason, old.killed, old.code, old.usage
-		rec.hapsuperW = old.withdrawn
-		if old.strat.kind == stratHapsuper {
-			rec.withdrawn = old.withdrawn
-		} else {
+	for _, old := range r.cur {
+		rec := old.podResult
+		rec.withdrawn = rec.hapsuperW
+		if rec.strat.kind != stratHapsuper {
 			rec.withdrawn = lastOf(rec.nodeRules)
 		}
 		rec.late = lateHits(res.outcomes, c.pat, rec.name, rec.withdrawn)
-		res.pods = append(res.pods, *rec)
+		res.pods = append(res.pods, rec)
 	}
 	r.cur = next2
 	// The rollout was measured: what failed around it (removing a Pod

@@ -30,24 +30,9 @@ func TestMain(m *testing.M) {
 // picture. The harness skips it without root or the Kubernetes binaries,
 // and fails it when CI=true.
 func TestSmoke(t *testing.T) {
-	needRootAndHAProxy(t)
 	dir := t.TempDir()
-	o, err := options{smoke: true, grace: 20 * time.Second, fanout: 100}.withDefaults("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.results = filepath.Join(dir, "RESULTS.md")
-	o.picture = filepath.Join(dir, "timeline.svg")
-	var out bytes.Buffer
-	if err := runBench(t, o, &out); err != nil {
-		t.Fatalf("smoke run: %v\n%s", err, out.String())
-	}
-	t.Logf("smoke run output:\n%s", out.String())
-
-	table, err := os.ReadFile(o.results)
-	if err != nil {
-		t.Fatalf("results table: %v", err)
-	}
+	o := options{smoke: true, grace: 20 * time.Second, fanout: 100, picture: filepath.Join(dir, "timeline.svg")}
+	table := runSmoke(t, o, "", filepath.Join(dir, "RESULTS.md"))
 	rows := regexp.MustCompile(`(?m)^\| (quiet|hapsuper) \| new-conns \| live \| (\d+) \|`).FindAllSubmatch(table, -1)
 	if len(rows) != 2 {
 		t.Fatalf("results table has %d rows for quiet and hapsuper, want 2:\n%s", len(rows), table)
@@ -71,23 +56,8 @@ func TestSmoke(t *testing.T) {
 // rollout) and checks its table: one row, 2 drains, requests, a drain
 // distribution and 0 failed.
 func TestSoakSmoke(t *testing.T) {
-	needRootAndHAProxy(t)
-	dir := t.TempDir()
 	o := options{smoke: true, grace: 20 * time.Second, soak: 2}
-	o, err := o.withDefaults(string(patNewConns), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.results = filepath.Join(dir, "SOAK.md")
-	var out bytes.Buffer
-	if err := runBench(t, o, &out); err != nil {
-		t.Fatalf("soak run: %v\n%s", err, out.String())
-	}
-	t.Logf("soak run output:\n%s", out.String())
-	table, err := os.ReadFile(o.results)
-	if err != nil {
-		t.Fatalf("soak table: %v", err)
-	}
+	table := runSmoke(t, o, string(patNewConns), filepath.Join(t.TempDir(), "SOAK.md"))
 	rows := regexp.MustCompile(`(?m)^\| hapsuper \| new-conns \| live \| (\d+) \| (\d+) \| (\S+) \| ([\d.]+) / [\d.]+ / [\d.]+ / [\d.]+ / ([\d.]+) \|`).FindAllSubmatch(table, -1)
 	if len(rows) != 1 {
 		t.Fatalf("soak table has %d hapsuper / new-conns / live rows, want 1:\n%s", len(rows), table)
@@ -105,6 +75,28 @@ func TestSoakSmoke(t *testing.T) {
 	if lo, _ := strconv.ParseFloat(string(row[4]), 64); lo <= 0 {
 		t.Errorf("soak row: shortest drain %s s, want above 0:\n%s", row[4], table)
 	}
+}
+
+// runSmoke runs the benchmark with o and the -patterns flag pats, writing
+// its table to results, and returns the table.
+func runSmoke(t *testing.T, o options, pats, results string) []byte {
+	t.Helper()
+	needRootAndHAProxy(t)
+	o, err := o.withDefaults(pats, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.results = results
+	var out bytes.Buffer
+	if err := runBench(t, o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Logf("run output:\n%s", out.String())
+	table, err := os.ReadFile(results)
+	if err != nil {
+		t.Fatalf("results table: %v", err)
+	}
+	return table
 }
 
 // needRootAndHAProxy skips the test without root or haproxy, or fails it

@@ -74,11 +74,11 @@ func soakReport(rows []soakRow, n int, flags string, grace, total time.Duration,
 		var rssKB int64
 		counted := false
 		reasons := map[string]int{}
-		failures := map[string]int{}
+		failures := map[harness.Kind]int{}
 		for _, c := range row.cells {
 			requests += len(c.outcomes)
 			for k, v := range c.failures() {
-				failures[string(k)] += v
+				failures[k] += v
 			}
 			for _, p := range c.pods {
 				drains = append(drains, p.drain())
@@ -122,11 +122,11 @@ func soakReport(rows []soakRow, n int, flags string, grace, total time.Duration,
 }
 
 // kinds lists failure counts by kind, in the matrix table's column order.
-func kinds(m map[string]int) string {
+func kinds(m map[harness.Kind]int) string {
 	var parts []string
 	for _, k := range harness.Failures {
-		if m[string(k)] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", k, m[string(k)]))
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 		}
 	}
 	return strings.Join(parts, ", ")

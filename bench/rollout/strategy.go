@@ -65,13 +65,10 @@ func sleepFor(d time.Duration) strategy {
 
 // parseStrategy reads a strategy's name.
 func parseStrategy(name string) (strategy, error) {
-	switch name {
-	case "immediate":
-		return immediate(), nil
-	case "quiet":
-		return quiet(), nil
-	case "hapsuper":
-		return hapsuperS(), nil
+	for _, s := range []strategy{immediate(), quiet(), hapsuperS()} {
+		if s.name == name {
+			return s, nil
+		}
 	}
 	if v, ok := strings.CutPrefix(name, "hapsuper-wq"); ok {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 && d <= quietPeriod {

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -42,7 +42,7 @@ var (
 	drainColor = color.RGBA{R: 90, G: 190, B: 240, A: 255}
 )
 
-// pictureCell picks, per strategy, the cell the picture shows: the pausing
+// pictureCells picks, per strategy, the cell the picture shows: the pausing
 // client with the other kube-proxy frozen when there is one (where the
 // strategies differ most), else the first cell of the strategy.
 func pictureCells(m *matrix) []cellResult {
@@ -96,9 +96,6 @@ func drawTimeline(m *matrix, path string, smoke bool) error {
 		rows[i] = []*plot.Plot{p}
 	}
 	w, h := 30*vg.Centimeter, vg.Length(len(cells))*7*vg.Centimeter+vg.Centimeter
-	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
-		return fmt.Errorf("create directory of %s: %w", path, err)
-	}
 	svg := vgsvg.New(w, h)
 	drawRows(rows, draw.New(svg))
 	if err := writeTo(path, svg); err != nil {
@@ -121,20 +118,13 @@ func drawRows(rows [][]*plot.Plot, dc draw.Canvas) {
 	}
 }
 
-// writeTo writes a rendered canvas to path.
+// writeTo renders c into path, creating its directory.
 func writeTo(path string, c io.WriterTo) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return fmt.Errorf("render %s: %w", path, err)
 	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return writeFile(path, b.String())
 }
 
 // view is the time window every panel shows, in seconds around each
@@ -290,11 +280,4 @@ func sortedKeys(m map[string]time.Time) []string {
 	}
 	slices.Sort(ks)
 	return ks
-}
-
-func dirOf(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[:i]
-	}
-	return "."
 }

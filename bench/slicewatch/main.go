@@ -33,12 +33,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/hapsuper/hapsuper/bench/fakeapi"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
-const ns, pod = "bench", "bench-0"
+const ns = "bench"
 
 func main() {
 	n := flag.Int("slices", 10000, "EndpointSlices in the namespace, the pod's own included")
@@ -60,11 +62,11 @@ func run(n, per, changes, churn int) error {
 		return err
 	}
 	settle()
-	rss0, heap0 := rssKB(), heapInUse()
+	rss0, heap0 := harness.StatusKB(os.Getpid(), "VmRSS"), heapInUse()
 
 	obs, err := routing.New(routing.Config{
 		Mode:     routing.ModeEndpointSlices,
-		Identity: routing.Identity{PodName: pod, Namespace: ns, NodeName: "node-0", PodIPs: []string{"10.0.0.1"}},
+		Identity: fakeapi.Identity(ns),
 	}, kubefake.New(client), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -85,7 +87,7 @@ func run(n, per, changes, churn int) error {
 	syncTook := time.Since(started)
 	stopProbe()
 	settle()
-	rss1, heap1 := rssKB(), heapInUse()
+	rss1, heap1 := harness.StatusKB(os.Getpid(), "VmRSS"), heapInUse()
 
 	// Changes of the pod's slice, with other slices churning.
 	var churned atomic.Int64
@@ -102,7 +104,7 @@ func run(n, per, changes, churn int) error {
 	for i := range changes {
 		ready := i%2 == 1
 		at := time.Now()
-		if _, err := client.DiscoveryV1().EndpointSlices(ns).Update(ctx, podSlice(ready), metav1.UpdateOptions{}); err != nil {
+		if _, err := client.DiscoveryV1().EndpointSlices(ns).Update(ctx, fakeapi.PodSlice(ns, ready), metav1.UpdateOptions{}); err != nil {
 			stopChurn()
 			return fmt.Errorf("change %d: %w", i, err)
 		}
@@ -140,19 +142,13 @@ func run(n, per, changes, churn int) error {
 // ready beside another ready endpoint), and Services of per slices each
 // until n slices in all.
 func populate(ctx context.Context, c *fake.Clientset, n, per int) error {
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	if err := createService(ctx, c, "web"); err != nil {
-		return err
-	}
-	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, podSlice(true), metav1.CreateOptions{}); err != nil {
+	if err := fakeapi.AddPod(ctx, c, ns); err != nil {
 		return err
 	}
 	for i := range n - 1 {
 		svc := "svc-" + strconv.Itoa(i/per)
 		if i%per == 0 {
-			if err := createService(ctx, c, svc); err != nil {
+			if err := fakeapi.AddService(ctx, c, ns, svc); err != nil {
 				return err
 			}
 		}
@@ -161,27 +157,6 @@ func populate(ctx context.Context, c *fake.Clientset, n, per int) error {
 		}
 	}
 	return nil
-}
-
-func createService(ctx context.Context, c *fake.Clientset, name string) error {
-	_, err := c.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Type: corev1.ServiceTypeClusterIP}}, metav1.CreateOptions{})
-	return err
-}
-
-// podSlice lists the pod (ready, or serving-terminating) and a ready peer.
-func podSlice(ready bool) *discovery.EndpointSlice {
-	return &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: ns, Labels: map[string]string{discovery.LabelServiceName: "web"}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
-		Endpoints: []discovery.Endpoint{
-			{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("node-0"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: pod, Namespace: ns},
-				Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(true), Terminating: ptr.To(!ready)}},
-			{Addresses: []string{"10.0.0.2"}, NodeName: ptr.To("node-1"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "bench-1", Namespace: ns},
-				Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}},
-		},
-	}
 }
 
 // otherSlice is slice i of another Service: 10 ready endpoints of other
@@ -289,18 +264,4 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
-}
-
-func rssKB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }

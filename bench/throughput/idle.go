@@ -3,11 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -24,13 +22,10 @@ const idleSettle = 2 * time.Second
 // measureIdleBare runs HAProxy alone in master-worker mode, as hapsuper
 // runs it, and measures it for d without traffic.
 func measureIdleBare(cfg, url string, d time.Duration) (idleCPU, error) {
-	cmd := exec.Command("haproxy", "-W", "-db", "-f", cfg)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return idleCPU{}, err
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, 5*time.Second) }()
-	if err := waitHTTP(url, 5*time.Second); err != nil {
+	cmd := bare(cfg)
+	stop, err := start(cmd, url, 5*time.Second)
+	defer stop()
+	if err != nil {
 		return idleCPU{}, err
 	}
 	time.Sleep(idleSettle)
@@ -49,18 +44,10 @@ func measureIdleBare(cfg, url string, d time.Duration) (idleCPU, error) {
 // off, and measures hapsuper, the master and the workers for d without
 // traffic.
 func measureIdleUnder(bin, cfg, dir, url string, d time.Duration) (idleCPU, error) {
-	cmd := exec.Command(bin,
-		"--master-socket", filepath.Join(dir, "master.sock"),
-		"--status-socket", filepath.Join(dir, "status.sock"),
-		"--override-file", filepath.Join(dir, "override.cfg"),
-		"--routing", "off", "--log-level", "warn",
-		"--", "haproxy", "-f", cfg)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return idleCPU{}, err
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, 10*time.Second) }()
-	if err := waitHTTP(url, 5*time.Second); err != nil {
+	cmd := under(bin, cfg, dir, "--routing", "off")
+	stop, err := start(cmd, url, 10*time.Second)
+	defer stop()
+	if err != nil {
 		return idleCPU{}, err
 	}
 	time.Sleep(idleSettle)

@@ -53,24 +53,25 @@ func main() {
 // setup makes the work directory, builds hapsuper when bin is empty and
 // writes the HAProxy configuration on a free port.
 func setup(bin string) (dir, hapsuper, cfg, url string, err error) {
-	dir, err = os.MkdirTemp("", "hapsuper-bench-")
-	if err != nil {
+	if dir, err = os.MkdirTemp("", "hapsuper-bench-"); err != nil {
 		return "", "", "", "", err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	if bin == "" {
 		if bin, err = harness.Build(dir); err != nil {
-			os.RemoveAll(dir)
 			return "", "", "", "", err
 		}
 	}
 	port, err := harness.FreePort()
 	if err != nil {
-		os.RemoveAll(dir)
 		return "", "", "", "", err
 	}
 	cfg = filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, port), 0o644); err != nil {
-		os.RemoveAll(dir)
 		return "", "", "", "", err
 	}
 	return dir, bin, cfg, fmt.Sprintf("http://127.0.0.1:%d/", port), nil
@@ -185,14 +186,45 @@ frontend bench
     http-request return status 200 content-type text/plain string "ok"
 `
 
-func measureBare(cfg, url string, d time.Duration, conns int) (float64, error) {
-	cmd := exec.Command("haproxy", "-W", "-db", "-f", cfg)
-	cmd.Stderr = os.Stderr // as under hapsuper, which HAProxy inherits stderr from
+// bare is HAProxy alone in master-worker mode, as hapsuper runs it.
+func bare(cfg string) *exec.Cmd { return exec.Command("haproxy", "-W", "-db", "-f", cfg) }
+
+// under is the same HAProxy under the hapsuper binary bin, its sockets in
+// dir, with extra flags.
+func under(bin, cfg, dir string, flags ...string) *exec.Cmd {
+	return exec.Command(bin, slices.Concat([]string{
+		"--master-socket", filepath.Join(dir, "master.sock"),
+		"--status-socket", filepath.Join(dir, "status.sock"),
+		"--override-file", filepath.Join(dir, "override.cfg"),
+		"--log-level", "warn"}, flags, []string{"--", "haproxy", "-f", cfg})...)
+}
+
+// start runs cmd and returns once it serves url, with the stop to defer:
+// SIGTERM, then SIGKILL after bound.
+func start(cmd *exec.Cmd, url string, bound time.Duration) (stop func(), err error) {
+	cmd.Stderr = os.Stderr // HAProxy's own, or inherited from hapsuper
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return func() {}, err
 	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, 5*time.Second) }()
-	if err := waitHTTP(url, 5*time.Second); err != nil {
+	stop = func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, bound) }
+	return stop, harness.WaitListening(nil, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"), 5*time.Second)
+}
+
+func waitBounded(cmd *exec.Cmd, bound time.Duration) {
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+func measureBare(cfg, url string, d time.Duration, conns int) (float64, error) {
+	stop, err := start(bare(cfg), url, 5*time.Second)
+	defer stop()
+	if err != nil {
 		return 0, err
 	}
 	return wrk(url, d, conns)
@@ -204,18 +236,10 @@ type usage struct {
 }
 
 func measureUnder(bin, cfg, dir, url string, d time.Duration, conns int) (float64, usage, error) {
-	cmd := exec.Command(bin,
-		"--master-socket", filepath.Join(dir, "master.sock"),
-		"--status-socket", filepath.Join(dir, "status.sock"),
-		"--override-file", filepath.Join(dir, "override.cfg"),
-		"--quiet-period", "200ms", "--log-level", "warn",
-		"--", "haproxy", "-f", cfg)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return 0, usage{}, err
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); waitBounded(cmd, 10*time.Second) }()
-	if err := waitHTTP(url, 5*time.Second); err != nil {
+	cmd := under(bin, cfg, dir, "--quiet-period", "200ms")
+	stop, err := start(cmd, url, 10*time.Second)
+	defer stop()
+	if err != nil {
 		return 0, usage{}, err
 	}
 	t0, c0 := time.Now(), harness.CPUTicks(cmd.Process.Pid)
@@ -240,21 +264,6 @@ func wrk(url string, d time.Duration, conns int) (float64, error) {
 		return 0, fmt.Errorf("no Requests/sec in wrk output: %s", out)
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
-}
-
-func waitHTTP(url string, bound time.Duration) error {
-	return harness.WaitListening(nil, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"), bound)
-}
-
-func waitBounded(cmd *exec.Cmd, bound time.Duration) {
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(bound):
-		cmd.Process.Kill()
-		<-done
-	}
 }
 
 func median(v []float64) float64 {

@@ -64,33 +64,31 @@ func archivePath(t *testing.T) string {
 	return p
 }
 
-// readBlobs reads the named files of a tar archive into memory; names are
-// the archive's paths ("index.json", "blobs/sha256/<hex>").
-func readBlobs(p string, want func(name string) bool) (map[string][]byte, error) {
+// readBlob reads one file of a tar archive into memory; name is the
+// archive's path ("index.json", "blobs/sha256/<hex>").
+func readBlob(p, name string) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	out := map[string][]byte{}
 	tr := tar.NewReader(bufio.NewReader(f))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return nil, fmt.Errorf("no %s in %s", name, p)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
-		name := path.Clean(h.Name)
-		if !want(name) {
+		if path.Clean(h.Name) != name {
 			continue
 		}
 		b, err := io.ReadAll(tr)
 		if err != nil {
 			return nil, fmt.Errorf("read %s in %s: %w", name, p, err)
 		}
-		out[name] = b
+		return b, nil
 	}
 }
 
@@ -102,22 +100,14 @@ func blobPath(digest string) string {
 func loadArchive(t *testing.T) ociImage {
 	t.Helper()
 	p := archivePath(t)
-	meta := func(name string) bool { return name == "index.json" }
-	blobs, err := readBlobs(p, meta)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var index struct {
 		Manifests []struct {
 			Digest string `json:"digest"`
 		} `json:"manifests"`
 	}
-	if err := json.Unmarshal(blobs["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		t.Fatalf("index.json of %s: %v, %d manifests; want one image", p, err, len(index.Manifests))
-	}
-	mp := blobPath(index.Manifests[0].Digest)
-	if blobs, err = readBlobs(p, func(n string) bool { return n == mp }); err != nil {
-		t.Fatal(err)
+	readJSON(t, p, "index.json", &index)
+	if len(index.Manifests) != 1 {
+		t.Fatalf("index.json of %s: %d manifests; want one image", p, len(index.Manifests))
 	}
 	var manifest struct {
 		Config struct {
@@ -128,22 +118,25 @@ func loadArchive(t *testing.T) ociImage {
 			MediaType string `json:"mediaType"`
 		} `json:"layers"`
 	}
-	if err := json.Unmarshal(blobs[mp], &manifest); err != nil {
-		t.Fatalf("manifest %s in %s: %v", mp, p, err)
-	}
-	cp := blobPath(manifest.Config.Digest)
-	if blobs, err = readBlobs(p, func(n string) bool { return n == cp }); err != nil {
-		t.Fatal(err)
-	}
-	var img ociImage
-	if err := json.Unmarshal(blobs[cp], &img); err != nil {
-		t.Fatalf("image configuration %s in %s: %v", cp, p, err)
-	}
+	readJSON(t, p, blobPath(index.Manifests[0].Digest), &manifest)
+	img := ociImage{archive: p}
+	readJSON(t, p, blobPath(manifest.Config.Digest), &img)
 	for _, l := range manifest.Layers {
 		img.layers = append(img.layers, blobPath(l.Digest))
 	}
-	img.archive = p
 	return img
+}
+
+// readJSON decodes the file name of the archive p into v.
+func readJSON(t *testing.T, p, name string, v any) {
+	t.Helper()
+	b, err := readBlob(p, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s in %s: %v", name, p, err)
+	}
 }
 
 // TestBuiltImageConfig: the image built from the Dockerfile (hack/image.sh)
@@ -175,12 +168,53 @@ func TestBuiltImageConfig(t *testing.T) {
 	}
 }
 
-// layerReader opens a layer blob, gzip-compressed or not.
-func layerReader(b []byte) (io.Reader, error) {
-	if len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b {
-		return gzip.NewReader(bytes.NewReader(b))
+// forEachEntry hands f every entry of the image's layers, in order, with
+// the reader of its content; an entry that cannot be read or that f
+// refuses fails the test.
+func forEachEntry(t *testing.T, img ociImage, f func(*tar.Header, *tar.Reader) error) {
+	t.Helper()
+	for _, lp := range img.layers {
+		b, err := readBlob(img.archive, lp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r io.Reader = bytes.NewReader(b)
+		if len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b { // gzip-compressed
+			if r, err = gzip.NewReader(r); err != nil {
+				t.Fatalf("layer %s: %v", lp, err)
+			}
+		}
+		tr := tar.NewReader(r)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err == nil {
+				err = f(h, tr)
+			}
+			if err != nil {
+				t.Fatalf("layer %s: %v", lp, err)
+			}
+		}
 	}
-	return bytes.NewReader(b), nil
+}
+
+// passwdIDs returns the uid and gid of user in an /etc/passwd; -1 when
+// it has no such user.
+func passwdIDs(passwd []byte, user string) (uid, gid int) {
+	for line := range strings.SplitSeq(string(passwd), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 4 || f[0] != user {
+			continue
+		}
+		if _, err := fmt.Sscan(f[2], &uid); err == nil {
+			if _, err := fmt.Sscan(f[3], &gid); err == nil {
+				return uid, gid
+			}
+		}
+	}
+	return -1, -1
 }
 
 // TestBuiltImageFiles: in the built image hapsuper is at the ENTRYPOINT's
@@ -190,45 +224,20 @@ func TestBuiltImageFiles(t *testing.T) {
 	img := loadArchive(t)
 	runDirName := strings.TrimPrefix(runDir(t), "/")
 	entries := map[string]*tar.Header{}
-	var passwd []byte
-	var binary []byte
-	for _, lp := range img.layers {
-		blobs, err := readBlobs(img.archive, func(n string) bool { return n == lp })
-		if err != nil {
-			t.Fatal(err)
+	var passwd, binary []byte
+	forEachEntry(t, img, func(h *tar.Header, tr *tar.Reader) (err error) {
+		name := strings.TrimPrefix(path.Clean(h.Name), "/")
+		entries[name] = h
+		switch name {
+		case "etc/passwd":
+			passwd, err = io.ReadAll(tr)
+		case strings.TrimPrefix(binaryPath, "/"):
+			binary, err = io.ReadAll(tr)
 		}
-		r, err := layerReader(blobs[lp])
-		if err != nil {
-			t.Fatalf("layer %s: %v", lp, err)
-		}
-		tr := tar.NewReader(r)
-		for {
-			h, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("layer %s: %v", lp, err)
-			}
-			name := strings.TrimPrefix(path.Clean(h.Name), "/")
-			entries[name] = h
-			switch name {
-			case "etc/passwd":
-				passwd, _ = io.ReadAll(tr)
-			case strings.TrimPrefix(binaryPath, "/"):
-				binary, _ = io.ReadAll(tr)
-			}
-		}
-	}
+		return err
+	})
 
-	uid, gid := -1, -1
-	for _, line := range strings.Split(string(passwd), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) >= 4 && f[0] == img.Config.User {
-			fmt.Sscan(f[2], &uid)
-			fmt.Sscan(f[3], &gid)
-		}
-	}
+	uid, gid := passwdIDs(passwd, img.Config.User)
 	if uid != 99 || gid != 99 {
 		t.Errorf("user %q in the image's /etc/passwd has uid:gid %d:%d, want 99:99 (the official haproxy image's)", img.Config.User, uid, gid)
 	}

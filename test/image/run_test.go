@@ -67,43 +67,59 @@ func TestImageCommandLine(t *testing.T) {
 		t.Fatalf("run directory %s: mode %v owner %d:%d, want a directory 0700 owned by haproxy (%d:%d)", run, info.Mode(), st.Uid, st.Gid, uid, gid)
 	}
 
-	port := freePort(t)
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, exampleConfig, port), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	port := writeExampleConfig(t, cfg)
 	argv := imageArgv(t, img, bin, cfg)
 	defaults, err := conf.Parse(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{
+	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		conf.EnvName("master-socket") + "=" + filepath.Join(run, filepath.Base(defaults.MasterSocket)),
 		conf.EnvName("status-socket") + "=" + filepath.Join(run, filepath.Base(defaults.StatusSocket)),
 		conf.EnvName("override-file") + "=" + filepath.Join(run, filepath.Base(defaults.OverrideFile)),
-		conf.EnvName("grace-period") + "=10s",
-		conf.EnvName("quiet-period") + "=1s",
-		conf.EnvName("log-format") + "=json",
-	}
+	}, drainEnv...)
 	t.Logf("running %q as haproxy (%d:%d) with %q", argv, uid, gid, env)
-	p := start(t, argv, env, uid, gid)
+	p := startIn(t, "", "/", argv, env, uid, gid)
+	p.ready(t, uid)
+	p.serveAndDrain(t, port, img.stopSignal)
+}
 
+// drainEnv are the settings both runs of the image's command add: a drain
+// short enough for a test, and a log the test reads.
+var drainEnv = []string{
+	conf.EnvName("grace-period") + "=10s",
+	conf.EnvName("quiet-period") + "=1s",
+	conf.EnvName("log-format") + "=json",
+}
+
+// ready waits until HAProxy serves and checks that its master runs as uid;
+// it returns the master's pid.
+func (p *process) ready(t *testing.T, uid int) int {
+	t.Helper()
 	started := p.waitLog(t, "haproxy started", 10*time.Second)
 	ready := p.waitLog(t, "haproxy ready", 10*time.Second)
 	master := int(started["pid"].(float64))
 	if got := procUID(t, master); got != uid {
-		t.Errorf("HAProxy master %d runs as uid %d, want haproxy's %d", master, got, uid)
+		t.Errorf("HAProxy master %d runs as uid %d, want the image's user's %d", master, got, uid)
 	}
 	t.Logf("ready via %v", ready["via"])
+	return master
+}
+
+// serveAndDrain checks what the image's command must do once ready: serve
+// on port, drain on the image's stop signal with its listeners open, end
+// the drain quiet and exit 0.
+func (p *process) serveAndDrain(t *testing.T, port int, stopSignal string) {
+	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	if code := httpGet(t, url); code != http.StatusOK {
 		t.Fatalf("GET %s: %d, want 200", url, code)
 	}
-
-	sig, err := conf.ParseSignal(img.stopSignal)
+	sig, err := conf.ParseSignal(stopSignal)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("image stop signal %q: %v", stopSignal, err)
 	}
 	stopAt := time.Now()
 	if err := p.Signal(sig); err != nil {
@@ -122,10 +138,12 @@ func TestImageCommandLine(t *testing.T) {
 	}
 	// With no client left, the soft stop ends at once: the budget after the
 	// drain is the rest of the grace period, a second is plenty.
-	code, err := p.wait(2 * time.Second)
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case <-p.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("hapsuper did not exit within 2s")
 	}
+	code, _ := p.Exit()
 	t.Logf("%s at +0, drain ended after %.2fs (%v), exit %d at +%s", sig, ended["duration_s"], ended["reason"], code, time.Since(stopAt).Round(time.Millisecond))
 	if code != 0 {
 		t.Errorf("hapsuper exited %d after a clean drain, want 0", code)
@@ -190,11 +208,6 @@ type process struct {
 	*harness.Process
 }
 
-func start(t *testing.T, argv, env []string, uid, gid int) *process {
-	t.Helper()
-	return startIn(t, "", "/", argv, env, uid, gid)
-}
-
 // startIn runs argv as uid:gid in the working directory dir, chrooted into
 // root unless root is empty.
 func startIn(t *testing.T, root, dir string, argv, env []string, uid, gid int) *process {
@@ -224,17 +237,6 @@ func (p *process) waitLog(t *testing.T, msg string, within time.Duration) map[st
 		t.Fatalf("hapsuper did not log %q within %s (exited: %v, code %d)", msg, within, p.Exited(), code)
 	}
 	return l.Fields
-}
-
-// wait returns the exit code, or an error after within.
-func (p *process) wait(within time.Duration) (int, error) {
-	select {
-	case <-p.Done():
-		code, _ := p.Exit()
-		return code, nil
-	case <-time.After(within):
-		return 0, fmt.Errorf("hapsuper did not exit within %s", within)
-	}
 }
 
 // kill ends what the test left running: SIGINT asks hapsuper for a hard
@@ -274,10 +276,15 @@ func procUID(t *testing.T, pid int) int {
 	return -1
 }
 
-func freePort(t *testing.T) int {
+// writeExampleConfig writes exampleConfig on a free port to path and
+// returns the port.
+func writeExampleConfig(t *testing.T, path string) int {
 	t.Helper()
 	port, err := harness.FreePort()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, fmt.Appendf(nil, exampleConfig, port), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return port

@@ -33,7 +33,7 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
-				cfg := newConfig(t, startBackend(t))
+				cfg := newConfig(t)
 				cfg.Broken = tc.broken
 				bin := h.command(t, dir)
 				switch tc.binary {
@@ -45,7 +45,7 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				s := startCommand(t, dir, nil, supervisorArgs(dir, tc.flags, bin, "-f", cfg.write(t, dir)))
+				s := startCommand(t, dir, procOptions{}, supervisorArgs(dir, tc.flags, bin, "-f", cfg.write(t, dir)))
 				code, exitAt := s.waitExit(10 * time.Second)
 				out := s.String()
 				t.Logf("exit %d after %s; output:\n%s", code, exitAt.Sub(s.started), out)

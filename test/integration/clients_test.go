@@ -103,13 +103,7 @@ func (h *http1Conn) get(path string, close bool, timeout time.Duration) outcome 
 			resp.Body.Close()
 		}
 	}
-	o.end = time.Now()
-	o.kind = harness.Classify(err)
-	if err != nil {
-		o.err = err.Error()
-	} else {
-		o.kind = harness.ClassifyStatus(o.status)
-	}
+	o.finish(err)
 	return o
 }
 
@@ -119,7 +113,7 @@ func oneShot(rec *recorder, addr, path string, id int, timeout time.Duration) ou
 	o := outcome{start: time.Now()}
 	h, err := dialHTTP1(addr, id)
 	if err != nil {
-		o.end, o.kind, o.err = time.Now(), harness.Classify(err), err.Error()
+		o.finish(err)
 	} else {
 		start := o.start
 		o = h.get(path, true, timeout)
@@ -152,7 +146,7 @@ func startKeepAlive(t *testing.T, addr string, interval, bound time.Duration) *c
 			n++
 			var err error
 			if h, err = dialHTTP1(addr, n); err != nil {
-				rec.add(outcome{start: start, end: time.Now(), kind: harness.Classify(err), err: err.Error()})
+				rec.add(failed(start, err))
 				h = nil
 				return
 			}
@@ -188,7 +182,7 @@ func startPausing(t *testing.T, addr string, interval, runFor, pauseFor, bound t
 	begin := time.Now()
 	n := 0
 	p.client = startLoop(t, "pausing", interval, bound, func(ctx context.Context, rec *recorder) {
-		if time.Since(begin) >= runFor && p.pauses().IsZero() {
+		if ps, _ := p.pauseWindow(); time.Since(begin) >= runFor && ps.IsZero() {
 			p.mu.Lock()
 			p.pauseStart = time.Now()
 			p.mu.Unlock()
@@ -205,13 +199,6 @@ func startPausing(t *testing.T, addr string, interval, runFor, pauseFor, bound t
 		oneShot(rec, addr, "/", n, requestTimeout)
 	})
 	return p
-}
-
-// pauses returns when the pause started (zero before it did).
-func (p *pausingClient) pauses() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pauseStart
 }
 
 // pauseWindow returns the pause's start and end (zero while not reached).
@@ -231,7 +218,7 @@ func startSlow(t *testing.T, addr string, d time.Duration) *client {
 		start := time.Now()
 		h, err := dialHTTP1(addr, 1)
 		if err != nil {
-			c.rec.add(outcome{start: start, end: time.Now(), kind: harness.Classify(err), err: err.Error()})
+			c.rec.add(failed(start, err))
 			return
 		}
 		defer h.c.Close()
@@ -244,10 +231,10 @@ func startSlow(t *testing.T, addr string, d time.Duration) *client {
 	return c
 }
 
-// heldConn is a raw TCP connection that never sends and records when and
+// heldConn is a connection that sends nothing (more) and records when and
 // how the server side ended it.
 type heldConn struct {
-	opened time.Time
+	net.Conn
 	done   chan struct{}
 	closed time.Time
 	err    error // what the read that saw the end returned
@@ -261,7 +248,12 @@ func holdTCP(t *testing.T, addr string) *heldConn {
 	if err != nil {
 		t.Fatalf("open a held connection to %s: %v", addr, err)
 	}
-	h := &heldConn{opened: time.Now(), done: make(chan struct{})}
+	return hold(t, c)
+}
+
+// hold reads c until the peer ends it, and closes it when the test ends.
+func hold(t *testing.T, c net.Conn) *heldConn {
+	h := &heldConn{Conn: c, done: make(chan struct{})}
 	go func() {
 		defer close(h.done)
 		_, h.err = io.Copy(io.Discard, c)

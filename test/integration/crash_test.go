@@ -11,30 +11,15 @@ import (
 // within 1 s with that code and leaves no HAProxy process.
 func TestCrash_WorkerKilled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, newConfig(t), fast.flags()...)
 		workers := s.waitWorkers().currentWorkers()
-		killAt := time.Now()
-		if err := syscall.Kill(workers[0], syscall.SIGKILL); err != nil {
-			t.Fatalf("kill worker %d: %v", workers[0], err)
-		}
-		code, exitAt := s.waitExit(5 * time.Second)
+		killAndCheckExit(t, s, "worker", workers[0], masterCodeWorkerKilled)
 		exited, _ := s.Find("haproxy exited", nil)
-		t.Logf("worker %d SIGKILLed; hapsuper exited %d after %s; haproxy exited log: %s",
-			workers[0], code, exitAt.Sub(killAt), exited.Raw)
-
-		if d := exitAt.Sub(killAt); d > time.Second {
-			t.Errorf("hapsuper exited %s after the worker was killed, want ≤ 1s", d)
-		}
-		if code != masterCodeWorkerKilled {
-			t.Errorf("exit code %d, want the master's %d", code, masterCodeWorkerKilled)
-		}
+		t.Logf("haproxy exited log: %s", exited.Raw)
 		if c, ok := exited.Num("code"); !ok || int(c) != masterCodeWorkerKilled {
 			t.Errorf(`"haproxy exited" code field = %v, want %d`, exited.Fields["code"], masterCodeWorkerKilled)
 		}
-		checkNoHAProxyLeft(t, dir)
+		checkNoHAProxyLeft(t, s.dir)
 	})
 }
 
@@ -42,28 +27,12 @@ func TestCrash_WorkerKilled(t *testing.T) {
 // 1 s with 128+9, and no worker is left behind.
 func TestCrash_MasterKilled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, newConfig(t), fast.flags()...)
 		d := s.waitWorkers()
 		if d.MasterPid <= 0 || !alive(d.MasterPid) {
 			t.Fatalf("status masterPid %d is not a live process", d.MasterPid)
 		}
-		killAt := time.Now()
-		if err := syscall.Kill(d.MasterPid, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill master %d: %v", d.MasterPid, err)
-		}
-		code, exitAt := s.waitExit(5 * time.Second)
-		t.Logf("master %d SIGKILLed (workers %v); hapsuper exited %d after %s",
-			d.MasterPid, d.currentWorkers(), code, exitAt.Sub(killAt))
-
-		if d := exitAt.Sub(killAt); d > time.Second {
-			t.Errorf("hapsuper exited %s after the master was killed, want ≤ 1s", d)
-		}
-		if code != 128+int(syscall.SIGKILL) {
-			t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGKILL))
-		}
+		killAndCheckExit(t, s, "master", d.MasterPid, 128+int(syscall.SIGKILL))
 		// hapsuper SIGKILLs the group before it exits; the kernel tears a
 		// killed process down asynchronously, so allow it 1 s to go.
 		for _, w := range d.currentWorkers() {
@@ -74,6 +43,24 @@ func TestCrash_MasterKilled(t *testing.T) {
 				t.Errorf("worker %d still alive 1 s after hapsuper exited", w)
 			}
 		}
-		checkNoHAProxyLeft(t, dir)
+		checkNoHAProxyLeft(t, s.dir)
 	})
+}
+
+// killAndCheckExit SIGKILLs pid (what: "worker" or "master") and asserts
+// that hapsuper exits within 1 s with wantCode.
+func killAndCheckExit(t *testing.T, s *supervisor, what string, pid, wantCode int) {
+	t.Helper()
+	killAt := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s %d: %v", what, pid, err)
+	}
+	code, exitAt := s.waitExit(5 * time.Second)
+	t.Logf("%s %d SIGKILLed; hapsuper exited %d after %s", what, pid, code, exitAt.Sub(killAt))
+	if d := exitAt.Sub(killAt); d > time.Second {
+		t.Errorf("hapsuper exited %s after the %s was killed, want ≤ 1s", d, what)
+	}
+	if code != wantCode {
+		t.Errorf("exit code %d, want the master's %d", code, wantCode)
+	}
 }

@@ -8,13 +8,99 @@ import (
 	"github.com/hapsuper/hapsuper/test/harness"
 )
 
-// The timings of fastFlags, and the scheduling tolerance of this 2-core
-// box: a poll may run late by that much when two tests share the CPUs.
+// The quiet period and poll interval every test runs with, and the
+// scheduling tolerance of this 2-core box: a poll may run late by that much
+// when two tests share the CPUs.
 const (
 	quietPeriod    = time.Second
 	pollInterval   = 100 * time.Millisecond
 	schedTolerance = 300 * time.Millisecond
 )
+
+// budget is the shutdown budget of supervisor/supervisor.go for one grace
+// period and margin, measured from the stop request.
+type budget struct{ grace, margin time.Duration }
+
+var (
+	// fast is what most tests run with: deadline 8 s, bound 5.33 s, SIGKILL
+	// of the process group at 9 s.
+	fast = budget{grace: 10 * time.Second, margin: 2 * time.Second}
+	// roomy leaves a 5 s request time to finish before the deadline (10 s).
+	roomy = budget{grace: 12 * time.Second, margin: 2 * time.Second}
+)
+
+// flags are hapsuper's flags for the budget, with the suite's quiet period
+// and polls.
+func (b budget) flags() []string {
+	return []string{"--grace-period", b.grace.String(), "--margin", b.margin.String(),
+		"--quiet-period", quietPeriod.String(), "--poll-interval", pollInterval.String()}
+}
+
+func (b budget) deadline() time.Duration  { return b.grace - b.margin }
+func (b budget) bound() time.Duration     { return b.deadline() * 2 / 3 }
+func (b budget) killAfter() time.Duration { return min(b.margin/2, time.Second) }
+
+// exitLimit is the latest hapsuper may exit when HAProxy obeys the hard
+// stop: before the SIGKILL of its process group would be due.
+func (b budget) exitLimit() time.Duration { return b.deadline() + b.killAfter() }
+
+// drainRun is one drain under a client that opens a connection every 20 ms.
+type drainRun struct {
+	s           *supervisor
+	cont        *client
+	term        time.Time // when the stop signal was sent
+	ended, soft harness.Entry
+	code        int
+	exitAt      time.Time
+}
+
+// drain starts the client on addr, sends sig half a second later, calls
+// during once the drain has started, stops the client (if during did not),
+// and waits for the drain to end (its timing is the test's to check) and
+// hapsuper to exit.
+func (s *supervisor) drain(addr string, sig syscall.Signal, during func(r *drainRun)) drainRun {
+	s.t.Helper()
+	r := drainRun{s: s, cont: startContinuous(s.t, addr, 20*time.Millisecond, 30*time.Second)}
+	time.Sleep(500 * time.Millisecond)
+	r.term = s.signal(sig)
+	s.waitLog("drain started", 2*time.Second)
+	during(&r)
+	r.cont.stop()
+	r.ended = s.waitLog("drain ended", 10*time.Second)
+	r.soft = s.waitLog("soft stop", time.Second)
+	r.code, r.exitAt = s.waitExit(10 * time.Second)
+	s.t.Log(r.cont.rec.summary())
+	s.t.Logf("drain ended %s after the stop signal (%s: %s); soft stop %s; exit %d after %s", r.ended.At.Sub(r.term),
+		r.ended.Str("reason"), r.ended.Str("detail"), r.soft.At.Sub(r.term), r.code, r.exitAt.Sub(r.term))
+	return r
+}
+
+// checkReason asserts the reason the drain ended with.
+func (r drainRun) checkReason(want string) {
+	r.s.t.Helper()
+	if got := r.ended.Str("reason"); got != want {
+		r.s.t.Errorf("drain ended with reason %q (detail %q), want %s", got, r.ended.Str("detail"), want)
+	}
+}
+
+// checkAt asserts that the drain ended at want after the stop signal, no
+// more than a poll sooner or a poll and the scheduling tolerance later.
+func (r drainRun) checkAt(what string, want time.Duration) {
+	r.s.t.Helper()
+	if d := r.ended.At.Sub(r.term); d < want-pollInterval || d > want+pollInterval+schedTolerance {
+		r.s.t.Errorf("drain ended %s after the stop signal, want at %s %s", d, what, want)
+	}
+}
+
+// checkInBudget is how the fault tests end: hapsuper exited within limit
+// (checkExitInBudget), every request started before the soft stop
+// succeeded (checkServedBeforeSoftStop), and no HAProxy process is left.
+func (r drainRun) checkInBudget(b budget, limit time.Duration) {
+	r.s.t.Helper()
+	checkExitInBudget(r.s.t, b, r.term, r.exitAt, limit)
+	checkServedBeforeSoftStop(r.s.t, r.soft.At, r.cont.rec)
+	checkNoHAProxyLeft(r.s.t, r.s.dir)
+}
 
 // checkQuietEnd asserts that the drain ended for reason quiet, no sooner than
 // a quiet period (less one poll) after the last request sent, and no later
@@ -56,15 +142,13 @@ func checkNotCutShort(t *testing.T, ended harness.Entry, lastSent, bound time.Ti
 	}
 }
 
-// latest returns the latest of ts.
-func latest(ts ...time.Time) time.Time {
-	var l time.Time
-	for _, t := range ts {
-		if t.After(l) {
-			l = t
-		}
+// checkNotEnded asserts that the drain has not ended while a client sends.
+func checkNotEnded(s *supervisor, term time.Time, why string) {
+	s.t.Helper()
+	if l, ok := s.Find("drain ended", nil); ok {
+		s.t.Errorf("drain ended %s after SIGTERM while the client was still sending (%s: %s)%s",
+			l.At.Sub(term), l.Str("reason"), l.Str("detail"), why)
 	}
-	return l
 }
 
 // checkNoHAProxyLeft asserts that no process of the test's HAProxy is alive.
@@ -81,40 +165,22 @@ func checkNoHAProxyLeft(t *testing.T, dir string) {
 // period later, and hapsuper exits 0.
 func TestDrain_ContinuousClients_QuietAfterLastRequest(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, fast.flags()...)
 		ka := startKeepAlive(t, cfg.webAddr(), 100*time.Millisecond, 30*time.Second)
-		time.Sleep(time.Second)
-		term := s.signal(syscall.SIGTERM)
-		started := s.waitLog("drain started", 2*time.Second)
-		time.Sleep(1500 * time.Millisecond)
-		cont.stop()
-		ka.stop()
-		ended := s.waitLog("drain ended", 10*time.Second)
-		soft := s.waitLog("soft stop", 2*time.Second)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Log(cont.rec.summary())
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(*drainRun) {
+			time.Sleep(1500 * time.Millisecond)
+			ka.stop()
+		})
 		t.Log(ka.rec.summary())
-		t.Logf("drain started %s after SIGTERM, ended after %s, soft stop after %s, exit %d after %s",
-			started.At.Sub(term), ended.At.Sub(term), soft.At.Sub(term), code, exitAt.Sub(term))
 
-		for _, r := range []*recorder{cont.rec, ka.rec} {
-			if len(r.all()) < 10 {
-				t.Errorf("%s: too few requests to mean anything", r.summary())
-			}
-			if bad := r.where(func(o outcome) bool { return o.start.Before(soft.At) && o.kind != harness.KindOK }); len(bad) > 0 {
-				t.Errorf("%s: %d requests started before the soft stop failed:%s", r.name, len(bad), describe(bad, 5))
-			}
+		checkServedBeforeSoftStop(t, r.soft.At, r.cont.rec, ka.rec)
+		last := r.cont.rec.lastStart()
+		if l := ka.rec.lastStart(); l.After(last) {
+			last = l
 		}
-		checkQuietEnd(t, ended, latest(cont.rec.lastStart(), ka.rec.lastStart()))
-		if code != 0 {
-			t.Errorf("exit code %d after a clean drain, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		checkQuietEnd(t, r.ended, last)
+		s.checkClean(r.code)
 	})
 }
 
@@ -124,18 +190,15 @@ func TestDrain_ContinuousClients_QuietAfterLastRequest(t *testing.T) {
 // soft stop they refuse.
 func TestDrain_PausingClient_EndsQuietDuringPause(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
-
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, fast.flags()...)
 		p := startPausing(t, cfg.webAddr(), 20*time.Millisecond, time.Second, 3*time.Second, 10*time.Second)
 		time.Sleep(500 * time.Millisecond)
 		term := s.signal(syscall.SIGTERM)
-		for end := time.Now().Add(3 * time.Second); p.pauses().IsZero() && time.Now().Before(end); {
-			time.Sleep(10 * time.Millisecond)
+		var pauseStart time.Time
+		for end := time.Now().Add(3 * time.Second); pauseStart.IsZero() && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			pauseStart, _ = p.pauseWindow()
 		}
-		pauseStart := p.pauses()
 		if pauseStart.IsZero() {
 			t.Fatal("the pausing client did not pause")
 		}
@@ -188,9 +251,6 @@ func TestDrain_PausingClient_EndsQuietDuringPause(t *testing.T) {
 				break
 			}
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.checkClean(code)
 	})
 }

@@ -1,9 +1,6 @@
 package integration
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,11 +40,7 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
-				dir := t.TempDir()
-				cfg := newConfig(t, startBackend(t))
-				slow := writeSlowStartWrapper(t, h, dir, 300*time.Millisecond)
-				args := supervisorArgs(dir, fastFlags, slow, "-f", cfg.write(t, dir))
-				s := startCommandWith(t, dir, procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()}, args)
+				s := startWrapped(t, h, newConfig(t), "sleep 0.3", procOptions{env: []string{"GODEBUG=inittrace=1"}, attr: p.attr()})
 				l, ok := s.WaitRaw(earlyInit, 10*time.Second)
 				if !ok {
 					t.Fatalf("the Go runtime did not report %q within 10 s", earlyInit)
@@ -69,23 +62,10 @@ func TestEarlyStop_BeforeHAProxyStarts(t *testing.T) {
 				if _, ok := s.Find("haproxy started", nil); ok {
 					t.Error("HAProxy was started after the stop request")
 				}
-				checkNoHAProxyLeft(t, dir)
+				checkNoHAProxyLeft(t, s.dir)
 			})
 		}
 	})
-}
-
-// writeSlowStartWrapper writes a script that hapsuper runs as "haproxy": it
-// waits delay, as a large configuration would, and then execs HAProxy
-// (same pid: the master). hapsuper's -vv probe waits as well.
-func writeSlowStartWrapper(t *testing.T, h haproxyVersion, dir string, delay time.Duration) string {
-	t.Helper()
-	path := filepath.Join(dir, "haproxy-slow-start.sh")
-	script := fmt.Sprintf("#!/bin/sh\nsleep %.3f\nexec %s \"$@\"\n", delay.Seconds(), h.command(t, dir))
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatalf("write the slow-start wrapper: %v", err)
-	}
-	return path
 }
 
 // TestEarlyStop_WhileHAProxyStarts: SIGTERM right after HAProxy was
@@ -96,11 +76,8 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		for _, p := range placements {
 			t.Run(p.name, func(t *testing.T) {
-				dir := t.TempDir()
-				cfg := newConfig(t, startBackend(t))
-				slow := writeSlowStartWrapper(t, h, dir, 500*time.Millisecond)
-				args := supervisorArgs(dir, fastFlags, slow, "-f", cfg.write(t, dir))
-				s := startCommandWith(t, dir, procOptions{attr: p.attr()}, args)
+				cfg := newConfig(t)
+				s := startWrapped(t, h, cfg, "sleep 0.5", procOptions{attr: p.attr()})
 				s.waitLog("haproxy started", 10*time.Second)
 				term := s.signal(syscall.SIGTERM)
 				started := s.waitLog("drain started", 2*time.Second)
@@ -122,9 +99,7 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 				if _, ok := s.Find(stopBeforeStart, nil); ok {
 					t.Errorf("logged %q for a stop after HAProxy started", stopBeforeStart)
 				}
-				if bad := cont.rec.failures(); len(bad) > 0 {
-					t.Errorf("%d failed requests during the drain:%s", len(bad), describe(bad, 5))
-				}
+				checkNoFailures(t, cont.rec)
 				if len(cont.rec.all()) == 0 {
 					t.Error("no request sent during the drain")
 				}
@@ -132,10 +107,7 @@ func TestEarlyStop_WhileHAProxyStarts(t *testing.T) {
 					t.Errorf("drain reason %q, want quiet", r)
 				}
 				checkQuietEnd(t, ended, cont.rec.lastStart())
-				if code != 0 {
-					t.Errorf("exit code %d, want 0", code)
-				}
-				checkNoHAProxyLeft(t, dir)
+				s.checkClean(code)
 			})
 		}
 	})

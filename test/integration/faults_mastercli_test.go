@@ -32,52 +32,36 @@ func TestFault_MasterCLIGoneDuringDrain(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				b := faultBudget
-				dir := t.TempDir()
-				cfg := newConfig(t, startBackend(t))
-				s := startSupervisor(t, h, dir, cfg.write(t, dir), b.flags()...)
-				s.waitReady(cfg.webAddr())
+				b := fast
+				cfg := newConfig(t)
+				s := serve(t, h, cfg, b.flags()...)
 				s.waitWorkers()
-
-				cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-				time.Sleep(500 * time.Millisecond)
-				term := s.signal(syscall.SIGTERM)
-				s.waitLog("drain started", 2*time.Second)
-				time.Sleep(300 * time.Millisecond)
-				goneAt := time.Now()
-				if err := os.Remove(s.master); err != nil {
-					t.Fatalf("remove the master CLI socket: %v", err)
-				}
 				var fake *fakeCLI
-				if tc.replace != nil {
-					fake = tc.replace(t, s.master)
-				}
-				time.Sleep(time.Second)
-				cont.stop()
-				ended := s.waitLog("drain ended", b.bound())
-				soft := s.waitLog("soft stop", time.Second)
-				code, exitAt := s.waitExit(b.grace)
-				t.Log(cont.rec.summary())
+				r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
+					time.Sleep(300 * time.Millisecond)
+					t.Logf("socket replaced %s after SIGTERM", time.Since(r.term))
+					if err := os.Remove(s.master); err != nil {
+						t.Fatalf("remove the master CLI socket: %v", err)
+					}
+					if tc.replace != nil {
+						fake = tc.replace(t, s.master)
+					}
+					time.Sleep(time.Second)
+				})
+				t.Logf("client stopped %s after SIGTERM; %d hard stop", r.cont.rec.lastStart().Sub(r.term), len(s.All("hard stop")))
+
+				r.checkReason("unavailable") // no poll answered since the socket went
+				r.checkAt("the bound", b.bound())
 				if fake != nil {
 					t.Logf("the fake master CLI took %d connections", fake.conns.Load())
+					if fake.conns.Load() < 3 {
+						t.Errorf("hapsuper connected %d times to the fake master CLI: the test did not test it", fake.conns.Load())
+					}
 				}
-				t.Logf("socket replaced %s after SIGTERM; client stopped %s; drain ended %s (%s: %s); soft stop %s; %d hard stop; exit %d",
-					goneAt.Sub(term), cont.rec.lastStart().Sub(term), ended.At.Sub(term), ended.Str("reason"),
-					ended.Str("detail"), soft.At.Sub(term), len(s.All("hard stop")), code)
-
-				if r := ended.Str("reason"); r != "unavailable" {
-					t.Errorf("drain ended with reason %q, want unavailable (no poll answered since the socket went)", r)
+				if r.code != 0 {
+					t.Errorf("exit code %d, want 0 (HAProxy took the soft stop)", r.code)
 				}
-				if d := ended.At.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
-					t.Errorf("drain ended %s after SIGTERM, want at the bound %s", d, b.bound())
-				}
-				if fake != nil && fake.conns.Load() < 3 {
-					t.Errorf("hapsuper connected %d times to the fake master CLI: the test did not test it", fake.conns.Load())
-				}
-				if code != 0 {
-					t.Errorf("exit code %d, want 0 (HAProxy took the soft stop)", code)
-				}
-				checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
+				r.checkInBudget(b, b.exitLimit())
 			})
 		}
 	})

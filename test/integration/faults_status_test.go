@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // statusFloodConns is how many connections flood the status socket at once.
@@ -25,99 +28,81 @@ const statusFloodConns = 200
 // 16 request slots and their 2 s timeout make it wait behind the flood).
 func TestFault_StatusSocketFlood(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		b := faultBudget
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), b.flags()...)
-		s.waitReady(cfg.webAddr())
+		b := fast
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, b.flags()...)
 		s.waitWorkers()
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-		flood := startStatusFlood(s.status, statusFloodConns)
-		queries := startStatusQueries(s)
-		time.Sleep(500 * time.Millisecond)
-		term := s.signal(syscall.SIGTERM)
-		s.waitLog("drain started", 2*time.Second)
-		time.Sleep(time.Until(term.Add(1500 * time.Millisecond)))
-		floodEnd := flood.stop()
-		queries.stop()
-		// Right after the flood, the drain still under way: the status must
-		// answer within a few seconds.
-		var after statusQuery
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.Exited(); time.Sleep(100 * time.Millisecond) {
-			if after = queryStatus(s); after.ok {
-				break
+		flood := startStatusFlood(t, s.status, statusFloodConns)
+		queries := startLoop(t, "status --json during the flood", 200*time.Millisecond, 30*time.Second, func(_ context.Context, rec *recorder) {
+			rec.add(queryStatus(s))
+		})
+		var floodEnd time.Time
+		var after outcome
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
+			time.Sleep(time.Until(r.term.Add(1500 * time.Millisecond)))
+			floodEnd = flood.stop()
+			queries.stop()
+			// Right after the flood, the drain still under way: the status
+			// must answer within a few seconds.
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !s.Exited(); time.Sleep(100 * time.Millisecond) {
+				if after = queryStatus(s); after.kind == harness.KindOK {
+					break
+				}
 			}
-		}
-		time.Sleep(time.Until(term.Add(3 * time.Second)))
-		cont.stop()
-		ended := s.waitLog("drain ended", b.bound())
-		soft := s.waitLog("soft stop", time.Second)
-		code, exitAt := s.waitExit(b.grace)
-		during := queries.all()
-		t.Log(cont.rec.summary())
-		t.Logf("%s; flood %s..%s after SIGTERM", flood, flood.started.Sub(term), floodEnd.Sub(term))
-		t.Logf("status --json during the flood: %s; right after: %s (%s after the flood)", describeQueries(during), after, after.start.Sub(floodEnd))
-		t.Logf("drain ended %s after SIGTERM (%s); soft stop %s; exit %d",
-			ended.At.Sub(term), ended.Str("reason"), soft.At.Sub(term), code)
+			time.Sleep(time.Until(r.term.Add(3 * time.Second)))
+		})
+		t.Logf("%s; flood %s..%s after SIGTERM", flood, flood.started.Sub(r.term), floodEnd.Sub(r.term))
+		t.Logf("%s; right after the flood: %s, took %s", queries.rec.summary(), after, after.end.Sub(after.start))
 
 		if flood.opened.Load() < statusFloodConns {
 			t.Errorf("%s: fewer than %d connections, not a flood", flood, statusFloodConns)
 		}
-		checkQuietEnd(t, ended, cont.rec.lastStart())
-		answered := after.ok && after.took <= 3*time.Second
-		for _, q := range during {
-			answered = answered || q.ok && q.took <= 3*time.Second
+		checkQuietEnd(t, r.ended, r.cont.rec.lastStart())
+		answered := false
+		for _, q := range append(queries.rec.all(), after) {
+			answered = answered || q.kind == harness.KindOK && q.end.Sub(q.start) <= 3*time.Second
 		}
 		if !answered {
 			t.Errorf("hapsuper status --json answered within 3 s neither during the flood nor right after it")
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
+		if r.code != 0 {
+			t.Errorf("exit code %d, want 0", r.code)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
+		r.checkInBudget(b, b.exitLimit())
 	})
 }
 
-// statusFlood keeps n connections to the status socket busy until stopped:
-// each one, in a loop, connects, sends its kind of load, and reads until the
-// server closes.
+// statusFlood keeps n connections to the status socket busy until stopped
+// (at the latest when the test ends): each one, in a loop, connects, sends
+// its kind of load, and reads until the server closes.
 type statusFlood struct {
 	started            time.Time
 	opened, dialFailed atomic.Int64
-	quit               chan struct{}
+	cancel             context.CancelFunc
 	wg                 sync.WaitGroup
-	mu                 sync.Mutex
-	live               map[net.Conn]bool
 }
 
-func startStatusFlood(path string, n int) *statusFlood {
-	f := &statusFlood{started: time.Now(), quit: make(chan struct{}), live: map[net.Conn]bool{}}
+func startStatusFlood(t *testing.T, path string, n int) *statusFlood {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &statusFlood{started: time.Now(), cancel: cancel}
+	t.Cleanup(func() { f.stop() })
 	garbage := make([]byte, 4096)
 	_, _ = rand.Read(garbage)
 	longLine := []byte(strings.Repeat("x", 256<<10))
 	for i := range n {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			for {
-				select {
-				case <-f.quit:
-					return
-				default:
-				}
+		f.wg.Go(func() {
+			for ctx.Err() == nil {
 				c, err := net.DialTimeout("unix", path, time.Second)
 				if err != nil {
 					f.dialFailed.Add(1)
 					select {
-					case <-f.quit:
-						return
+					case <-ctx.Done():
 					case <-time.After(50 * time.Millisecond):
 					}
 					continue
 				}
 				f.opened.Add(1)
-				f.track(c, true)
+				unhook := context.AfterFunc(ctx, func() { c.Close() }) // stop closes it at once
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 				switch i % 3 {
 				case 1:
@@ -126,39 +111,17 @@ func startStatusFlood(path string, n int) *statusFlood {
 					_, _ = c.Write(longLine)
 				}
 				_, _ = io.Copy(io.Discard, c)
-				f.track(c, false)
+				unhook()
 				c.Close()
 			}
-		}()
+		})
 	}
 	return f
 }
 
-// track records the open connections, so that stop can close them at once.
-func (f *statusFlood) track(c net.Conn, open bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	select {
-	case <-f.quit: // stop has closed the others already
-		c.Close()
-		return
-	default:
-	}
-	if open {
-		f.live[c] = true
-	} else {
-		delete(f.live, c)
-	}
-}
-
 // stop closes every flood connection and returns when it did.
 func (f *statusFlood) stop() time.Time {
-	close(f.quit)
-	f.mu.Lock()
-	for c := range f.live {
-		c.Close()
-	}
-	f.mu.Unlock()
+	f.cancel()
 	f.wg.Wait()
 	return time.Now()
 }
@@ -168,89 +131,14 @@ func (f *statusFlood) String() string {
 		f.opened.Load(), statusFloodConns, f.dialFailed.Load())
 }
 
-// statusQuery is one run of `hapsuper status --json`.
-type statusQuery struct {
-	start time.Time
-	took  time.Duration
-	ok    bool
-	err   string
-}
-
-func (q statusQuery) String() string {
-	if q.start.IsZero() {
-		return "none"
-	}
-	if q.ok {
-		return fmt.Sprintf("answered in %s", q.took.Round(time.Millisecond))
-	}
-	return fmt.Sprintf("failed after %s (%s)", q.took.Round(time.Millisecond), q.err)
-}
-
-// queryStatus runs `hapsuper status --json` once (bounded to 5 s).
-func queryStatus(s *supervisor) statusQuery {
-	q := statusQuery{start: time.Now()}
+// queryStatus runs `hapsuper status --json` once (bounded to 5 s): ok when
+// it exits 0 with a status document.
+func queryStatus(s *supervisor) outcome {
+	o := outcome{start: time.Now(), kind: harness.KindOK}
 	out, errs, code := s.runStatus("--json")
-	q.took = time.Since(q.start)
-	q.ok = code == 0 && strings.Contains(out, `"phase"`)
-	if !q.ok {
-		q.err = fmt.Sprintf("exit %d: %s", code, strings.TrimSpace(errs))
+	o.end = time.Now()
+	if code != 0 || !strings.Contains(out, `"phase"`) {
+		o.kind, o.err = harness.KindOther, fmt.Sprintf("exit %d: %s", code, strings.TrimSpace(errs))
 	}
-	return q
-}
-
-// statusQueries runs `hapsuper status --json` back to back until stopped.
-type statusQueries struct {
-	quit, done chan struct{}
-	mu         sync.Mutex
-	res        []statusQuery
-}
-
-func startStatusQueries(s *supervisor) *statusQueries {
-	q := &statusQueries{quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(q.done)
-		for {
-			select {
-			case <-q.quit:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			r := queryStatus(s)
-			q.mu.Lock()
-			q.res = append(q.res, r)
-			q.mu.Unlock()
-		}
-	}()
-	return q
-}
-
-func (q *statusQueries) stop() {
-	close(q.quit)
-	<-q.done
-}
-
-func (q *statusQueries) all() []statusQuery {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return append([]statusQuery(nil), q.res...)
-}
-
-// describeQueries summarises the queries: how many answered, and the
-// slowest answer.
-func describeQueries(qs []statusQuery) string {
-	ok, slowest := 0, time.Duration(0)
-	var firstErr string
-	for _, q := range qs {
-		if q.ok {
-			ok++
-			slowest = max(slowest, q.took)
-		} else if firstErr == "" {
-			firstErr = q.err
-		}
-	}
-	s := fmt.Sprintf("%d of %d answered (slowest %s)", ok, len(qs), slowest.Round(time.Millisecond))
-	if firstErr != "" {
-		s += "; first failure: " + firstErr
-	}
-	return s
+	return o
 }

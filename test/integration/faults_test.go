@@ -9,38 +9,13 @@ package integration
 // that case.
 
 import (
-	"io"
 	"net"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/test/harness"
 )
-
-// budget is the shutdown budget of supervisor/supervisor.go for one grace
-// period and margin, measured from the stop request.
-type budget struct{ grace, margin time.Duration }
-
-// faultBudget is what the fault tests run with: deadline 8 s, bound 5.33 s,
-// SIGKILL of the process group at 9 s.
-var faultBudget = budget{grace: 10 * time.Second, margin: 2 * time.Second}
-
-// flags are hapsuper's flags for the budget, with the suite's fast quiet
-// period and polls.
-func (b budget) flags() []string {
-	return []string{"--grace-period", b.grace.String(), "--margin", b.margin.String(),
-		"--quiet-period", quietPeriod.String(), "--poll-interval", pollInterval.String()}
-}
-
-func (b budget) deadline() time.Duration  { return b.grace - b.margin }
-func (b budget) bound() time.Duration     { return b.deadline() * 2 / 3 }
-func (b budget) killAfter() time.Duration { return min(b.margin/2, time.Second) }
-
-// exitLimit is the latest hapsuper may exit when HAProxy obeys the hard
-// stop: before the SIGKILL of its process group would be due.
-func (b budget) exitLimit() time.Duration { return b.deadline() + b.killAfter() }
 
 // checkExitInBudget asserts that hapsuper exited no later than limit after
 // the stop request, and before the grace period ends in any case.
@@ -54,17 +29,6 @@ func checkExitInBudget(t *testing.T, b budget, term, exitAt time.Time, limit tim
 	if toExit >= b.grace {
 		t.Errorf("hapsuper exited %s after SIGTERM: after the grace period %s, where the kubelet's SIGKILL comes", toExit, b.grace)
 	}
-}
-
-// checkCleanEnd is how the fault tests end: hapsuper exited within limit
-// (checkExitInBudget), every request rec started before the soft stop
-// succeeded (checkServedBeforeSoftStop), and no HAProxy process of dir is
-// left (checkNoHAProxyLeft).
-func checkCleanEnd(t *testing.T, b budget, dir string, term, exitAt time.Time, limit time.Duration, soft time.Time, rec *recorder) {
-	t.Helper()
-	checkExitInBudget(t, b, term, exitAt, limit)
-	checkServedBeforeSoftStop(t, soft, rec)
-	checkNoHAProxyLeft(t, dir)
 }
 
 // checkServedBeforeSoftStop asserts that every request the clients started
@@ -92,42 +56,27 @@ func checkServedBeforeSoftStop(t *testing.T, soft time.Time, recs ...*recorder) 
 // served on meanwhile: nothing before the soft stop failed.
 func TestFault_MasterHungDuringDrain(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		b := faultBudget
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), b.flags()...)
-		s.waitReady(cfg.webAddr())
+		b := fast
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, b.flags()...)
 		master := s.waitWorkers().MasterPid
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-		time.Sleep(500 * time.Millisecond)
-		term := s.signal(syscall.SIGTERM)
-		s.waitLog("drain started", 2*time.Second)
-		time.Sleep(300 * time.Millisecond)
-		stopAt := time.Now()
-		if err := syscall.Kill(master, syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP the master %d: %v", master, err)
-		}
-		ended := s.waitLog("drain ended", b.bound()+2*time.Second)
-		soft := s.waitLog("soft stop", time.Second)
-		code, exitAt := s.waitExit(b.grace)
-		cont.stop()
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
+			time.Sleep(300 * time.Millisecond)
+			if err := syscall.Kill(master, syscall.SIGSTOP); err != nil {
+				t.Fatalf("SIGSTOP the master %d: %v", master, err)
+			}
+			t.Logf("master %d stopped %s after SIGTERM", master, time.Since(r.term))
+			s.waitLog("drain ended", b.bound()+2*time.Second) // the client sends until then
+		})
 		hard, hardOK := s.Find("hard stop", nil)
 		kill, killOK := s.Find("haproxy did not exit after the hard stop: killing its process group", nil)
-		t.Log(cont.rec.summary())
-		t.Logf("master %d stopped %s after SIGTERM; drain ended %s (%s: %s); hard stop %s; group killed %s; exit %d",
-			master, stopAt.Sub(term), ended.At.Sub(term), ended.Str("reason"), ended.Str("detail"),
-			hard.At.Sub(term), kill.At.Sub(term), code)
+		t.Logf("hard stop %s; group killed %s", hard.At.Sub(r.term), kill.At.Sub(r.term))
 
-		if r := ended.Str("reason"); r != "unavailable" {
-			t.Errorf("drain ended with reason %q, want unavailable (the master answered no poll)", r)
-		}
-		if d := ended.At.Sub(term); d < b.bound()-pollInterval || d > b.bound()+pollInterval+schedTolerance {
-			t.Errorf("drain ended %s after SIGTERM, want at the bound %s", d, b.bound())
-		}
+		r.checkReason("unavailable")
+		r.checkAt("the bound", b.bound())
 		if !hardOK {
 			t.Error(`no "hard stop" at the deadline`)
-		} else if d := hard.At.Sub(term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
+		} else if d := hard.At.Sub(r.term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
 			t.Errorf("hard stop %s after SIGTERM, want at the deadline %s", d, b.deadline())
 		}
 		if !killOK {
@@ -135,11 +84,11 @@ func TestFault_MasterHungDuringDrain(t *testing.T) {
 		} else if d := kill.At.Sub(hard.At); d < b.killAfter() || d > b.killAfter()+pollInterval+schedTolerance {
 			t.Errorf("process group killed %s after the hard stop, want %s", d, b.killAfter())
 		}
-		if code != 128+int(syscall.SIGKILL) {
-			t.Errorf("exit code %d, want %d (the master was SIGKILLed)", code, 128+int(syscall.SIGKILL))
+		if r.code != 128+int(syscall.SIGKILL) {
+			t.Errorf("exit code %d, want %d (the master was SIGKILLed)", r.code, 128+int(syscall.SIGKILL))
 		}
 		// The SIGKILL is due at deadline + killAfter; the exit comes a reap later.
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit()+pollInterval+schedTolerance, soft.At, cont.rec)
+		r.checkInBudget(b, b.exitLimit()+pollInterval+schedTolerance)
 	})
 }
 
@@ -151,79 +100,49 @@ func TestFault_MasterHungDuringDrain(t *testing.T) {
 // would be due.
 func TestFault_IdleH2ConnectionWithoutClientFin(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		b := faultBudget
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		b := fast
+		cfg := newConfig(t)
 		cfg.ClientFin = false
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), b.flags()...)
-		s.waitReady(cfg.h2Addr())
-
+		s := serve(t, h, cfg, b.flags()...)
 		idle := holdIdleH2(t, cfg.h2Addr())
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-		time.Sleep(500 * time.Millisecond)
-		term := s.signal(syscall.SIGTERM)
-		s.waitLog("drain started", 2*time.Second)
-		time.Sleep(time.Second)
-		cont.stop()
-		ended := s.waitLog("drain ended", 5*time.Second)
-		soft := s.waitLog("soft stop", time.Second)
-		code, exitAt := s.waitExit(b.grace)
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(*drainRun) { time.Sleep(time.Second) })
 		hard, hardOK := s.Find("hard stop", nil)
 		select {
 		case <-idle.done:
 		case <-time.After(2 * time.Second):
 			t.Fatal("the idle h2 connection is still open 2 s after hapsuper exited")
 		}
-		goAway := idle.conn.goAwayAt()
-		t.Log(cont.rec.summary())
-		t.Logf("drain ended %s after SIGTERM (%s); soft stop %s; GOAWAY %s; hard stop %s; idle h2 connection ended %s (%v); exit %d",
-			ended.At.Sub(term), ended.Str("reason"), soft.At.Sub(term), goAway.Sub(term), hard.At.Sub(term),
-			idle.closed.Sub(term), idle.err, code)
+		goAway := idle.Conn.(*h2Conn).goAwayAt()
+		t.Logf("GOAWAY %s; hard stop %s; idle h2 connection ended %s (%v) after SIGTERM",
+			goAway.Sub(r.term), hard.At.Sub(r.term), idle.closed.Sub(r.term), idle.err)
 
-		if !warned(s, "client-fin") {
+		if len(s.warnings("client-fin")) == 0 {
 			t.Error("no config warning about the missing timeout client-fin")
 		}
-		checkQuietEnd(t, ended, cont.rec.lastStart())
-		if goAway.IsZero() || goAway.Before(soft.At) {
+		checkQuietEnd(t, r.ended, r.cont.rec.lastStart())
+		if goAway.IsZero() || goAway.Before(r.soft.At) {
 			t.Errorf("the idle h2 connection got GOAWAY at %v, want after the soft stop", goAway)
 		}
 		if !hardOK {
 			t.Error(`no "hard stop": the soft stop should not have finished with the idle h2 connection open`)
-		} else if d := hard.At.Sub(term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
+		} else if d := hard.At.Sub(r.term); d < b.deadline()-pollInterval || d > b.deadline()+pollInterval+schedTolerance {
 			t.Errorf("hard stop %s after SIGTERM, want at the deadline %s", d, b.deadline())
 		}
 		if idle.closed.Before(hard.At) {
 			t.Errorf("the idle h2 connection ended %s before the hard stop: it did not hold the worker", hard.At.Sub(idle.closed))
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want the master's 0 after a hard stop", code)
+		if r.code != 0 {
+			t.Errorf("exit code %d, want the master's 0 after a hard stop", r.code)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
+		r.checkInBudget(b, b.exitLimit())
 	})
 }
 
-// warned reports whether hapsuper logged a config warning mentioning s.
-func warned(s *supervisor, sub string) bool {
-	for _, l := range s.Lines() {
-		if l.Msg == "config warning" && strings.Contains(l.Str("warning"), sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// idleH2 is an HTTP/2 connection (prior knowledge) that sent the preface and
-// its SETTINGS and then nothing: no stream, no close.
-type idleH2 struct {
-	conn   *h2Conn // notes the server's GOAWAY
-	done   chan struct{}
-	closed time.Time
-	err    error // what the read that saw the end returned
-}
-
-// holdIdleH2 opens the connection and reads until the server ends it (the
-// test's end closes it too).
-func holdIdleH2(t *testing.T, addr string) *idleH2 {
+// holdIdleH2 opens an HTTP/2 connection (prior knowledge) to addr that
+// sends the preface and its SETTINGS and then nothing: no stream, no close.
+// It reads until the server ends it (the test's end closes it too); its
+// h2Conn notes the server's GOAWAY.
+func holdIdleH2(t *testing.T, addr string) *heldConn {
 	t.Helper()
 	raw, err := net.DialTimeout("tcp", addr, requestTimeout)
 	if err != nil {
@@ -234,12 +153,7 @@ func holdIdleH2(t *testing.T, addr string) *idleH2 {
 	if _, err := raw.Write(append([]byte(preface), emptySettings...)); err != nil {
 		t.Fatalf("send the h2 preface to %s: %v", addr, err)
 	}
-	i := &idleH2{conn: &h2Conn{Conn: raw, id: 1}, done: make(chan struct{})}
-	go func() {
-		defer close(i.done)
-		_, i.err = io.Copy(io.Discard, i.conn)
-		i.closed = time.Now()
-	}()
+	held := hold(t, &h2Conn{Conn: raw, id: 1})
 	// Acknowledge the server's SETTINGS, as a well-behaved idle client does;
 	// the server sends them with its preface, at once.
 	time.Sleep(100 * time.Millisecond)
@@ -247,6 +161,5 @@ func holdIdleH2(t *testing.T, addr string) *idleH2 {
 	if _, err := raw.Write(settingsAck); err != nil {
 		t.Fatalf("acknowledge the server's SETTINGS on %s: %v", addr, err)
 	}
-	t.Cleanup(func() { raw.Close(); <-i.done })
-	return i
+	return held
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"io"
 	"net"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hapsuper/hapsuper/test/harness"
 	"golang.org/x/net/http2"
 )
 
@@ -31,10 +29,9 @@ type h2Conn struct {
 	net.Conn
 	id int
 
-	mu         sync.Mutex
-	buf        []byte // server bytes not yet split into frames
-	goAway     time.Time
-	lastStream uint32
+	mu     sync.Mutex
+	buf    []byte // server bytes not yet split into frames
+	goAway time.Time
 }
 
 func newH2Client(addr string) *h2Client {
@@ -80,7 +77,6 @@ func (h *h2Conn) scan(p []byte) {
 		}
 		if http2.FrameType(h.buf[3]) == http2.FrameGoAway && length >= 8 && h.goAway.IsZero() {
 			h.goAway = time.Now()
-			h.lastStream = binary.BigEndian.Uint32(h.buf[9:13]) & 0x7fffffff
 		}
 		h.buf = h.buf[9+length:]
 	}
@@ -122,13 +118,7 @@ func (c *h2Client) get(path string, timeout time.Duration) outcome {
 			resp.Body.Close()
 		}
 	}
-	o.end = time.Now()
-	o.kind = harness.Classify(err)
-	if err != nil {
-		o.err = err.Error()
-	} else {
-		o.kind = harness.ClassifyStatus(o.status)
-	}
+	o.finish(err)
 	c.rec.add(o)
 	return o
 }

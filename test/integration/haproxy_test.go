@@ -83,9 +83,11 @@ type haproxyConfig struct {
 	Broken         bool   // append a line HAProxy rejects
 }
 
-// newConfig returns a config with every frontend on its own free port and
-// the good-practice options set; tests switch off what they need.
-func newConfig(t *testing.T, b *backend) haproxyConfig {
+// newConfig starts a backend and returns a config in front of it with every
+// frontend on its own free port and the good-practice options set; tests
+// switch off what they need.
+func newConfig(t *testing.T) haproxyConfig {
+	b := startBackend(t)
 	return haproxyConfig{
 		Backend:   b.addr,
 		Web:       freePort(t),

@@ -14,11 +14,8 @@ import (
 // hapsuper exits 0 once it has.
 func TestInFlight_SlowRequestCompletesWithConnectionClose(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir),
-			"--grace-period", "12s", "--quiet-period", "1s", "--poll-interval", "100ms", "--margin", "2s")
-		s.waitReady(cfg.webAddr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, roomy.flags()...)
 
 		slow := startSlow(t, cfg.webAddr(), 5*time.Second)
 		time.Sleep(300 * time.Millisecond)
@@ -39,13 +36,10 @@ func TestInFlight_SlowRequestCompletesWithConnectionClose(t *testing.T) {
 		if !o.end.After(soft.At) {
 			t.Errorf("the slow request ended before the soft stop: the test did not test it")
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
 		if exitAt.Before(o.end) {
 			t.Errorf("hapsuper exited before the in-flight request finished")
 		}
-		checkNoHAProxyLeft(t, dir)
+		s.checkClean(code)
 	})
 }
 
@@ -54,11 +48,8 @@ func TestInFlight_SlowRequestCompletesWithConnectionClose(t *testing.T) {
 // 200, and the next request does not go on that connection.
 func TestH2_GOAWAYAndInFlightStreamsComplete(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir),
-			"--grace-period", "12s", "--quiet-period", "1s", "--poll-interval", "100ms", "--margin", "2s")
-		s.waitReady(cfg.h2Addr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, roomy.flags()...)
 
 		h2 := newH2Client(cfg.h2Addr())
 		defer h2.close()
@@ -104,10 +95,7 @@ func TestH2_GOAWAYAndInFlightStreamsComplete(t *testing.T) {
 		if next.conn == 1 {
 			t.Errorf("request after GOAWAY went on conn 1: %v", next)
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.checkClean(code)
 	})
 }
 
@@ -119,12 +107,8 @@ func TestHardStop_HeldConnectionAtDeadline(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		const grace, margin = 8 * time.Second, 2 * time.Second
 		deadline := grace - margin
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir),
-			"--grace-period", grace.String(), "--margin", margin.String(),
-			"--quiet-period", "1s", "--poll-interval", "100ms")
-		s.waitReady(cfg.tcpAddr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, budget{grace, margin}.flags()...)
 
 		held := holdTCP(t, cfg.tcpAddr())
 		slow := startSlow(t, cfg.webAddr(), 60*time.Second)
@@ -166,6 +150,6 @@ func TestHardStop_HeldConnectionAtDeadline(t *testing.T) {
 		if held.closed.IsZero() || held.closed.Before(soft.At) {
 			t.Errorf("the held connection ended at %v, before the soft stop: it did not hold", held.closed)
 		}
-		checkNoHAProxyLeft(t, dir)
+		checkNoHAProxyLeft(t, s.dir)
 	})
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,76 +18,36 @@ import (
 // alive past the deadline.
 func TestIngressController_ReloadsDuringDrain(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		b := roomy
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		cfgDir := filepath.Join(dir, "etc-haproxy")
 		if err := os.Mkdir(cfgDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		cfg.write(t, cfgDir)
-		master := filepath.Join(dir, "master.sock")
-		flags := []string{"--grace-period", "12s", "--quiet-period", "1s", "--poll-interval", "100ms", "--margin", "2s"}
-		s := startCommand(t, dir, nil, supervisorArgs(dir, flags,
-			h.command(t, dir), "-W", "-S", master+",mode,600", "-f", cfgDir))
+		s := startCommand(t, dir, procOptions{}, supervisorArgs(dir, b.flags(),
+			h.command(t, dir), "-W", "-S", filepath.Join(dir, "master.sock")+",mode,600", "-f", cfgDir))
 		s.waitReady(cfg.webAddr())
+		controller := startReloadStorm(t, s, 300*time.Millisecond, false) // on the shared master socket
+		time.Sleep(500 * time.Millisecond)
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(r *drainRun) {
+			time.Sleep(3 * time.Second)
+			checkNotEnded(s, r.term, ": reloads cut it short")
+		})
+		t.Log(controller)
 
-		var reloads, reloadErrors atomic.Int64
-		stopController := make(chan struct{})
-		controllerDone := make(chan struct{})
-		go func() { // the controller: bounded by hapsuper's exit and 30 s
-			defer close(controllerDone)
-			tick := time.NewTicker(300 * time.Millisecond)
-			defer tick.Stop()
-			end := time.After(30 * time.Second)
-			for {
-				select {
-				case <-stopController:
-					return
-				case <-end:
-					return
-				case <-tick.C:
-				}
-				if _, err := masterCommand(master, "reload"); err != nil {
-					reloadErrors.Add(1) // the 2.6 master refuses connections while it re-execs
-				} else {
-					reloads.Add(1)
-				}
-			}
-		}()
-		defer func() {
-			close(stopController)
-			<-controllerDone
-		}()
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-		time.Sleep(time.Second)
-		term := s.signal(syscall.SIGTERM)
-		s.waitLog("drain started", 2*time.Second)
-		time.Sleep(3 * time.Second)
-		if l, ok := s.Find("drain ended", nil); ok {
-			t.Errorf("drain ended %s after SIGTERM while the client was still sending (%s): reloads cut it short",
-				l.At.Sub(term), l.Str("reason"))
+		if controller.cliOK.Load() < 5 {
+			t.Errorf("only %d reloads went through: the controller did not exercise the drain", controller.cliOK.Load())
 		}
-		cont.stop()
-		ended := s.waitLog("drain ended", 8*time.Second)
-		code, exitAt := s.waitExit(15 * time.Second)
-		t.Log(cont.rec.summary())
-		t.Logf("%d reloads answered, %d refused while the master re-executed; drain ended %s (%s) and hapsuper exited %d %s after SIGTERM",
-			reloads.Load(), reloadErrors.Load(), ended.At.Sub(term), ended.Str("reason"), code, exitAt.Sub(term))
-
-		if reloads.Load() < 5 {
-			t.Errorf("only %d reloads went through: the controller did not exercise the drain", reloads.Load())
-		}
-		if bad := cont.rec.failures(); len(bad) > 0 {
-			t.Errorf("%d failed requests while the controller reloaded:%s", len(bad), describe(bad, 5))
-		}
+		checkNoFailures(t, r.cont.rec)
 		// Reloads every 300 ms keep replacing workers; a worker that exits
 		// between two polls restarts the quiet clock (its last counters are
 		// unknown), so the drain may end later than quiet or at the bound,
 		// but never before the quiet period after the last request.
-		checkNotCutShort(t, ended, cont.rec.lastStart(), term.Add((12*time.Second-2*time.Second)*2/3))
-		if limit := 12*time.Second - 2*time.Second + time.Second; exitAt.Sub(term) > limit {
-			t.Errorf("hapsuper exited %s after SIGTERM, want within %s (deadline + 1 s) despite the reloads", exitAt.Sub(term), limit)
+		checkNotCutShort(t, r.ended, r.cont.rec.lastStart(), r.term.Add(b.bound()))
+		if limit := b.deadline() + time.Second; r.exitAt.Sub(r.term) > limit {
+			t.Errorf("hapsuper exited %s after SIGTERM, want within %s (deadline + 1 s) despite the reloads", r.exitAt.Sub(r.term), limit)
 		}
 		checkNoHAProxyLeft(t, dir)
 	})

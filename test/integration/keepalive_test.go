@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,12 +18,8 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		const grace, margin = 9 * time.Second, 2 * time.Second
 		maxWait := (grace - margin) * 2 / 3
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir),
-			"--grace-period", grace.String(), "--margin", margin.String(),
-			"--quiet-period", "1s", "--poll-interval", "100ms")
-		s.waitReady(cfg.webAddr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, budget{grace, margin}.flags()...)
 
 		ka := startKeepAlive(t, cfg.webAddr(), 200*time.Millisecond, 20*time.Second)
 		time.Sleep(600 * time.Millisecond)
@@ -38,10 +33,8 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 		t.Logf("drain ended %s after SIGTERM (%s, max wait %s); soft stop %s; exit %d after %s; %d refused new connections after the soft stop",
 			ended.At.Sub(term), ended.Str("reason"), maxWait, soft.At.Sub(term), code, exitAt.Sub(term), len(refusedAfter))
 
-		for _, l := range s.Lines() {
-			if l.Msg == "config warning" && strings.Contains(l.Str("warning"), "idle-close-on-response") {
-				t.Errorf("config warning about idle-close-on-response although it is set: %s", l.Raw)
-			}
+		if w := s.warnings("idle-close-on-response"); len(w) > 0 {
+			t.Errorf("config warnings about idle-close-on-response although it is set: %q", w)
 		}
 		if r := ended.Str("reason"); r != "bound" {
 			t.Errorf("drain ended with reason %q under a client sending every 200 ms, want bound", r)
@@ -60,10 +53,7 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 		if len(closed) == 0 {
 			t.Error("no reply with Connection: close on the reused connection after the soft stop")
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.checkClean(code)
 	})
 }
 
@@ -71,32 +61,14 @@ func TestKeepAlive_IdleCloseOnResponse_NoErrorsAcrossSoftStop(t *testing.T) {
 // option gets a "config warning" at start naming it.
 func TestKeepAlive_WithoutIdleCloseOnResponse_Warns(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		cfg.IdleClose = false
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, cfg, fast.flags()...)
 
-		var warnings []string
-		for _, l := range s.Lines() {
-			if l.Msg == "config warning" {
-				warnings = append(warnings, l.Str("warning"))
-			}
-		}
-		t.Logf("config warnings: %q", warnings)
-		found := false
-		for _, w := range warnings {
-			found = found || strings.Contains(w, "idle-close-on-response")
-		}
-		if !found {
+		t.Logf("config warnings: %q", s.warnings(""))
+		if len(s.warnings("idle-close-on-response")) == 0 {
 			t.Error("no config warning mentioning idle-close-on-response")
 		}
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d after %s", code, exitAt.Sub(term))
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.stopClean()
 	})
 }

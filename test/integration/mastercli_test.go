@@ -3,7 +3,6 @@ package integration
 import (
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -33,77 +32,57 @@ func masterCommand(sock, line string) (string, error) {
 	return string(b), err
 }
 
-// showProcWorkers parses `show proc`: the current workers, then the old ones.
-func showProcWorkers(out string) (current, old []int) {
-	inOld := false
+// showProcWorkers parses `show proc`: the current workers, listed before
+// the old ones.
+func showProcWorkers(out string) []int {
+	var current []int
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "# old workers") {
-			inOld = true
-			continue
+			break
 		}
-		f := strings.Fields(line)
-		if len(f) < 2 || f[1] != "worker" {
-			continue
-		}
-		if pid, err := strconv.Atoi(f[0]); err == nil {
-			if inOld {
-				old = append(old, pid)
-			} else {
+		if f := strings.Fields(line); len(f) >= 2 && f[1] == "worker" {
+			if pid, err := strconv.Atoi(f[0]); err == nil {
 				current = append(current, pid)
 			}
 		}
 	}
-	return current, old
+	return current
 }
 
 // bareHAProxy is HAProxy run directly in master-worker mode, without
 // hapsuper: it checks the harness (configs, clients) and HAProxy's own
 // behaviour that the tests rely on.
 type bareHAProxy struct {
-	cmd    *exec.Cmd
-	sock   string
-	done   chan struct{}
-	state  *os.ProcessState
-	exitAt time.Time
+	*harness.Process
+	sock string
 }
 
-// startBare runs HAProxy h with cfg and waits until its master CLI answers
-// and addr accepts connections.
-func startBare(t *testing.T, h haproxyVersion, dir, cfg, addr string) *bareHAProxy {
+// startBare runs HAProxy h with cfg in a new test directory and waits until
+// its master CLI answers and addr accepts connections.
+func startBare(t *testing.T, h haproxyVersion, cfg haproxyConfig, addr string) *bareHAProxy {
 	t.Helper()
-	sock := filepath.Join(dir, "bare-master.sock")
-	b := &bareHAProxy{sock: sock, done: make(chan struct{})}
-	b.cmd = exec.Command(h.command(t, dir), "-W", "-db", "-S", sock+",mode,600,level,admin", "-f", cfg)
-	logf, err := os.Create(filepath.Join(dir, "bare-haproxy.log"))
-	if err != nil {
-		t.Fatalf("create the HAProxy log: %v", err)
+	dir := t.TempDir()
+	b := &bareHAProxy{sock: filepath.Join(dir, "bare-master.sock")}
+	var err error
+	cmd := exec.Command(h.command(t, dir), "-W", "-db", "-S", b.sock+",mode,600,level,admin", "-f", cfg.write(t, dir))
+	if b.Process, err = harness.Start(cmd); err != nil {
+		t.Fatal(err)
 	}
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start haproxy: %v", err)
-	}
-	logf.Close()
-	go func() {
-		_ = b.cmd.Wait()
-		b.state, b.exitAt = b.cmd.ProcessState, time.Now()
-		close(b.done)
-	}()
 	t.Cleanup(func() {
-		_ = b.cmd.Process.Kill()
-		<-b.done
+		b.Kill()
 		killLeftovers(t, dir)
 	})
 	waitListening(t, addr, 10*time.Second)
 	for end := time.Now().Add(5 * time.Second); ; {
-		if out, err := masterCommand(sock, "show proc"); err == nil {
-			if cur, _ := showProcWorkers(out); len(cur) > 0 {
-				checkMaster(t, h, out, b.cmd.Process.Pid)
+		if out, err := masterCommand(b.sock, "show proc"); err == nil {
+			if len(showProcWorkers(out)) > 0 {
+				checkMaster(t, h, out, b.Pid())
 				return b
 			}
 		}
 		if time.Now().After(end) {
-			out, err := masterCommand(sock, "show proc")
-			t.Fatalf("master CLI %s shows no worker: %q %v", sock, out, err)
+			out, err := masterCommand(b.sock, "show proc")
+			t.Fatalf("master CLI %s shows no worker: %q %v", b.sock, out, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -134,22 +113,22 @@ func checkMaster(t *testing.T, h haproxyVersion, showProc string, pid int) {
 func (b *bareHAProxy) signal(t *testing.T, sig syscall.Signal) time.Time {
 	t.Helper()
 	at := time.Now()
-	if err := b.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal haproxy master: %v", err)
+	if err := b.Signal(sig); err != nil {
+		t.Fatal(err)
 	}
 	return at
 }
 
 // wait waits for the master to exit and returns its exit code (128+signal
-// when killed by one).
-func (b *bareHAProxy) wait(t *testing.T, timeout time.Duration) int {
+// when killed by one) and when it exited.
+func (b *bareHAProxy) wait(t *testing.T, timeout time.Duration) (int, time.Time) {
 	t.Helper()
 	select {
-	case <-b.done:
+	case <-b.Done():
 	case <-time.After(timeout):
 		t.Fatalf("haproxy master still running after %s", timeout)
 	}
-	return harness.ExitCode(b.state)
+	return b.Exit()
 }
 
 // workers returns the current workers from the master CLI.
@@ -159,6 +138,5 @@ func (b *bareHAProxy) workers(t *testing.T) []int {
 	if err != nil {
 		t.Fatalf("show proc: %v", err)
 	}
-	cur, _ := showProcWorkers(out)
-	return cur
+	return showProcWorkers(out)
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/test/harness"
@@ -28,6 +29,23 @@ func (o outcome) String() string {
 		s += " err=" + o.err
 	}
 	return s
+}
+
+// finish sets the end, the kind and the error of a request that returned
+// err: a complete response is ok or 5xx by its status.
+func (o *outcome) finish(err error) {
+	o.end, o.kind = time.Now(), harness.ClassifyStatus(o.status)
+	if err != nil {
+		o.kind, o.err = harness.Classify(err), err.Error()
+	}
+}
+
+// failed is a request started at start that failed with err before it was
+// sent (dial).
+func failed(start time.Time, err error) outcome {
+	o := outcome{start: start}
+	o.finish(err)
+	return o
 }
 
 // recorder keeps every outcome of one client, safe for concurrent use.
@@ -80,18 +98,14 @@ func (r *recorder) where(keep func(outcome) bool) []outcome {
 	return res
 }
 
-// counts returns the number of outcomes of each kind.
-func (r *recorder) counts() map[harness.Kind]int {
-	m := map[harness.Kind]int{}
-	for _, o := range r.all() {
-		m[o.kind]++
+// checkNoFailures asserts that every request of each recorder succeeded.
+func checkNoFailures(t *testing.T, recs ...*recorder) {
+	t.Helper()
+	for _, r := range recs {
+		if bad := r.where(func(o outcome) bool { return o.kind != harness.KindOK }); len(bad) > 0 {
+			t.Errorf("%s: %d failed requests:%s", r.name, len(bad), describe(bad, 5))
+		}
 	}
-	return m
-}
-
-// failures returns every outcome that is not ok.
-func (r *recorder) failures() []outcome {
-	return r.where(func(o outcome) bool { return o.kind != harness.KindOK })
 }
 
 // lastStart is the start of the last request, zero when none was sent.
@@ -107,8 +121,12 @@ func (r *recorder) lastStart() time.Time {
 
 // summary is a one-line count of outcomes by kind, for the test log.
 func (r *recorder) summary() string {
-	c := r.counts()
-	parts := []string{fmt.Sprintf("%d requests", len(r.all()))}
+	all := r.all()
+	c := map[harness.Kind]int{}
+	for _, o := range all {
+		c[o.kind]++
+	}
+	parts := []string{fmt.Sprintf("%d requests", len(all))}
 	for _, k := range harness.Kinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
 	}

@@ -2,9 +2,7 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -19,25 +17,9 @@ const (
 	orphanSleep = 8
 )
 
-// writeOrphanWrapper writes a script that hapsuper runs as "haproxy": it
-// leaves orphans (each subshell backgrounds a `sleep orphanSleep` and exits, so the
-// sleep loses its parent) and then execs HAProxy with its arguments.
-func writeOrphanWrapper(t *testing.T, h haproxyVersion, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "haproxy-with-orphans.sh")
-	script := fmt.Sprintf(`#!/bin/sh
-i=0
-while [ $i -lt %d ]; do
-  (sleep %d &)
-  i=$((i+1))
-done
-exec %s "$@"
-`, orphans, orphanSleep, h.command(t, dir))
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatalf("write the orphan wrapper: %v", err)
-	}
-	return path
-}
+// orphanScript leaves orphans: each subshell backgrounds a `sleep
+// orphanSleep` and exits, so the sleep loses its parent.
+var orphanScript = fmt.Sprintf("i=0; while [ $i -lt %d ]; do (sleep %d &); i=$((i+1)); done", orphans, orphanSleep)
 
 // watchOrphans samples the children of pid until none is a live sleep any
 // more (at most timeout) and returns the most sleeps seen at once.
@@ -79,13 +61,27 @@ func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
 		if _, err := exec.LookPath("unshare"); err != nil {
 			t.Skip("unshare (util-linux) not installed")
 		}
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		wrapper := writeOrphanWrapper(t, h, dir)
-		args := supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir))
-		s := startCommand(t, dir, []string{"unshare", "--pid", "--fork", "--mount-proc"}, args)
+		checkReapsOrphans(t, h, "unshare", "--pid", "--fork", "--mount-proc")
+	})
+}
 
-		var hpid int
+// TestPID1_SubreaperReapsOrphansOutsideNamespace: not PID 1, hapsuper is
+// still its children's subreaper, so HAProxy's orphans come to it and are
+// reaped.
+func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) { checkReapsOrphans(t, h) })
+}
+
+// checkReapsOrphans runs hapsuper over the orphan wrapper (through prefix,
+// whose child it then is, when given), asserts that enough orphans were its
+// children at once and that it reaped them all, and stops it with a
+// SIGTERM to hapsuper itself: it must exit 0 and leave nothing.
+func checkReapsOrphans(t *testing.T, h haproxyVersion, prefix ...string) {
+	cfg := newConfig(t)
+	s := startWrapped(t, h, cfg, orphanScript, procOptions{prefix: prefix})
+	hpid := s.Pid()
+	if len(prefix) > 0 {
+		hpid = 0
 		for end := time.Now().Add(5 * time.Second); hpid == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 			for _, p := range childrenOf(s.Pid()) {
 				if p.comm == "hapsuper" {
@@ -94,51 +90,22 @@ func TestPID1_ReapsOrphansInPIDNamespace(t *testing.T) {
 			}
 		}
 		if hpid == 0 {
-			t.Fatalf("no hapsuper child of unshare (pid %d)", s.Pid())
+			t.Fatalf("no hapsuper child of %s (pid %d)", prefix[0], s.Pid())
 		}
-		most := watchOrphans(hpid, (orphanSleep+10)*time.Second)
-		s.waitReady(cfg.webAddr())
-		t.Logf("hapsuper is pid %d on the host; at most %d of %d orphan sleeps were its children at once", hpid, most, orphans)
-		if most < orphans/4 {
-			t.Errorf("hapsuper inherited at most %d orphans at once: the test did not make enough", most)
-		}
-		checkReaped(t, hpid)
+	}
+	most := watchOrphans(hpid, (orphanSleep+10)*time.Second)
+	s.waitReady(cfg.webAddr())
+	t.Logf("hapsuper is pid %d on the host; at most %d of %d orphan sleeps were its children at once", hpid, most, orphans)
+	if most < orphans/4 {
+		t.Errorf("hapsuper inherited at most %d orphans at once: it is not their reaper, or the test did not make enough", most)
+	}
+	checkReaped(t, hpid)
 
-		term := time.Now()
-		if err := syscall.Kill(hpid, syscall.SIGTERM); err != nil {
-			t.Fatalf("SIGTERM hapsuper (host pid %d): %v", hpid, err)
-		}
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d after %s", code, exitAt.Sub(term))
-		if code != 0 {
-			t.Errorf("exit code %d (through unshare), want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
-	})
-}
-
-// TestPID1_SubreaperReapsOrphansOutsideNamespace: not PID 1, hapsuper is
-// still its children's subreaper, so HAProxy's orphans come to it and are
-// reaped.
-func TestPID1_SubreaperReapsOrphansOutsideNamespace(t *testing.T) {
-	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		wrapper := writeOrphanWrapper(t, h, dir)
-		s := startCommand(t, dir, nil, supervisorArgs(dir, fastFlags, wrapper, "-f", cfg.write(t, dir)))
-		most := watchOrphans(s.Pid(), (orphanSleep+10)*time.Second)
-		s.waitReady(cfg.webAddr())
-		t.Logf("at most %d of %d orphan sleeps were hapsuper's children at once", most, orphans)
-		if most < orphans/4 {
-			t.Errorf("hapsuper inherited at most %d orphans at once: it is not a subreaper", most)
-		}
-		checkReaped(t, s.Pid())
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d after %s", code, exitAt.Sub(term))
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
-	})
+	term := time.Now()
+	if err := syscall.Kill(hpid, syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM hapsuper (host pid %d): %v", hpid, err)
+	}
+	code, exitAt := s.waitExit(10 * time.Second)
+	t.Logf("exit %d after %s", code, exitAt.Sub(term))
+	s.checkClean(code)
 }

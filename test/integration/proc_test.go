@@ -36,42 +36,55 @@ func supervisorArgs(dir string, extra []string, haproxyArgv ...string) []string 
 	return append(append(args, "--"), haproxyArgv...)
 }
 
-// fastFlags are the drain timings most tests use.
-var fastFlags = []string{"--grace-period", "10s", "--quiet-period", "1s", "--poll-interval", "100ms", "--margin", "2s"}
-
 // startSupervisor runs hapsuper over HAProxy h with cfg (argv: haproxy -f cfg)
 // and stops it, and whatever it left, when the test ends.
 func startSupervisor(t *testing.T, h haproxyVersion, dir, cfg string, flags ...string) *supervisor {
 	t.Helper()
-	return startCommand(t, dir, nil, supervisorArgs(dir, flags, h.command(t, dir), "-f", cfg))
+	return startCommand(t, dir, procOptions{}, supervisorArgs(dir, flags, h.command(t, dir), "-f", cfg))
 }
 
-// startCommand runs prefix + hapsuper + args (prefix is a wrapper such as
-// unshare, or nothing).
-func startCommand(t *testing.T, dir string, prefix, args []string) *supervisor {
+// serve writes cfg into a new test directory, runs hapsuper over HAProxy h
+// with it and flags, and waits until cfg's web frontend accepts connections.
+func serve(t *testing.T, h haproxyVersion, cfg haproxyConfig, flags ...string) *supervisor {
 	t.Helper()
-	return startCommandWith(t, dir, procOptions{prefix: prefix}, args)
+	dir := t.TempDir()
+	s := startSupervisor(t, h, dir, cfg.write(t, dir), flags...)
+	s.waitReady(cfg.webAddr())
+	return s
 }
 
-// procOptions say how startCommandWith runs hapsuper.
+// startWrapped runs hapsuper as o says with fast flags, in a new test
+// directory, over a script as "haproxy" that runs the shell text pre (as a
+// slow start or a large configuration would) and then execs HAProxy h with
+// cfg (same pid: the master; hapsuper's -vv probe runs pre as well).
+func startWrapped(t *testing.T, h haproxyVersion, cfg haproxyConfig, pre string, o procOptions) *supervisor {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "haproxy-wrapper.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+pre+"\nexec "+h.command(t, dir)+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatalf("write the HAProxy wrapper: %v", err)
+	}
+	return startCommand(t, dir, o, supervisorArgs(dir, fast.flags(), path, "-f", cfg.write(t, dir)))
+}
+
+// procOptions say how startCommand runs hapsuper.
 type procOptions struct {
 	prefix []string             // a wrapper such as unshare, or nothing
 	env    []string             // added to the test's environment
 	attr   *syscall.SysProcAttr // namespaces to start it in, or nil
 }
 
-// startCommandWith runs hapsuper with args as o says, and stops it, and
+// startCommand runs hapsuper with args as o says, and stops it, and
 // whatever it left, when the test ends.
-func startCommandWith(t *testing.T, dir string, o procOptions, args []string) *supervisor {
+func startCommand(t *testing.T, dir string, o procOptions, args []string) *supervisor {
 	t.Helper()
-	prefix := o.prefix
 	bin := hapsuperBin(t)
 	s := &supervisor{
 		t: t, dir: dir,
 		master: filepath.Join(dir, "master.sock"),
 		status: filepath.Join(dir, "status.sock"),
 	}
-	argv := append(append(append([]string{}, prefix...), bin), args...)
+	argv := append(append(append([]string{}, o.prefix...), bin), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if len(o.env) > 0 {
 		cmd.Env = append(os.Environ(), o.env...)
@@ -136,6 +149,36 @@ func (s *supervisor) waitExit(timeout time.Duration) (int, time.Time) {
 	// hapsuper would hold the pipe open, hence the bound.
 	s.WaitRead(time.Second)
 	return s.Exit()
+}
+
+// warnings returns the config warnings hapsuper logged that mention sub.
+func (s *supervisor) warnings(sub string) []string {
+	var ws []string
+	for _, l := range s.All("config warning") {
+		if w := l.Str("warning"); strings.Contains(w, sub) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// stopClean sends SIGTERM and asserts that hapsuper exits 0 within 10 s and
+// leaves no HAProxy process.
+func (s *supervisor) stopClean() {
+	s.t.Helper()
+	term := s.signal(syscall.SIGTERM)
+	code, exitAt := s.waitExit(10 * time.Second)
+	s.t.Logf("exit %d %s after SIGTERM", code, exitAt.Sub(term))
+	s.checkClean(code)
+}
+
+// checkClean asserts that hapsuper exited 0 and left no HAProxy process.
+func (s *supervisor) checkClean(code int) {
+	s.t.Helper()
+	if code != 0 {
+		s.t.Errorf("exit code %d, want 0", code)
+	}
+	checkNoHAProxyLeft(s.t, s.dir)
 }
 
 // dumpLogs puts hapsuper's output into the test log (last 200 lines).

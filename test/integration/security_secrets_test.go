@@ -24,7 +24,7 @@ import (
 // status` (text or JSON) during the drain, or in a /metrics scrape.
 func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		b := faultBudget
+		b := fast
 		dir := t.TempDir()
 		token, envSecret := randomSecret(t), randomSecret(t)
 		kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -32,7 +32,7 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 			t.Fatalf("write the kubeconfig: %v", err)
 		}
 		metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		env := []string{"env",
 			"POD_NAME=web-0", "POD_NAMESPACE=default", "POD_IPS=127.0.0.1", "NODE_NAME=node-a",
 			"HAPSUPER_GRACE_PERIOD=" + b.grace.String(), "HAPSUPER_MARGIN=" + b.margin.String(),
@@ -41,7 +41,7 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		}
 		flags := []string{"--routing", "endpointslices", "--kubeconfig", kubeconfig,
 			"--log-level", "debug", "--metrics-addr", metricsAddr}
-		s := startCommand(t, dir, env, supervisorArgs(dir, flags, h.command(t, dir), "-f", cfg.write(t, dir)))
+		s := startCommand(t, dir, procOptions{prefix: env}, supervisorArgs(dir, flags, h.command(t, dir), "-f", cfg.write(t, dir)))
 		if _, ok := s.Wait("haproxy ready", nil, 15*time.Second, nil); !ok {
 			code, _ := s.waitExit(5 * time.Second)
 			t.Fatalf("HAProxy did not become ready with an unreachable apiserver: hapsuper exited %d (an unreachable apiserver must not stop HAProxy from starting)", code)
@@ -49,28 +49,22 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		waitListening(t, cfg.webAddr(), 5*time.Second)
 		s.waitWorkers()
 
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
-		time.Sleep(500 * time.Millisecond)
-		term := s.signal(syscall.SIGTERM)
-		s.waitLog("drain started", 2*time.Second)
-		time.Sleep(500 * time.Millisecond)
-		statusJSON, errs, code := s.runStatus("--json")
-		if code != 0 {
-			t.Errorf("hapsuper status --json during the drain exited %d: %s", code, errs)
-		}
-		statusText, _, _ := s.runStatus()
-		metrics := scrape(t, "http://"+metricsAddr+"/metrics")
-		time.Sleep(time.Second)
-		cont.stop()
-		ended := s.waitLog("drain ended", b.bound())
-		soft := s.waitLog("soft stop", time.Second)
-		code, exitAt := s.waitExit(b.grace)
+		var statusJSON, statusText, metrics string
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(*drainRun) {
+			time.Sleep(500 * time.Millisecond)
+			var errs string
+			var code int
+			if statusJSON, errs, code = s.runStatus("--json"); code != 0 {
+				t.Errorf("hapsuper status --json during the drain exited %d: %s", code, errs)
+			}
+			statusText, _, _ = s.runStatus()
+			metrics = scrape(t, "http://"+metricsAddr+"/metrics")
+			time.Sleep(time.Second)
+		})
 		out := s.String()
 		haproxyExited, _ := s.Find("haproxy exited", nil)
-		t.Log(cont.rec.summary())
-		t.Logf("drain ended %s after SIGTERM (%s: %s); HAProxy exited %s after SIGTERM, hapsuper %s after HAProxy with %d; %d lines of output, %d bytes of status JSON, %d bytes of metrics",
-			ended.At.Sub(term), ended.Str("reason"), ended.Str("detail"), haproxyExited.At.Sub(term), exitAt.Sub(haproxyExited.At),
-			code, len(s.Lines()), len(statusJSON), len(metrics))
+		t.Logf("HAProxy exited %s after SIGTERM, hapsuper %s after HAProxy; %d lines of output, %d bytes of status JSON, %d bytes of metrics",
+			haproxyExited.At.Sub(r.term), r.exitAt.Sub(haproxyExited.At), len(s.Lines()), len(statusJSON), len(metrics))
 
 		for name, secret := range map[string]string{"the kubeconfig's token": token, "an environment secret": envSecret} {
 			for where, text := range map[string]string{"hapsuper's output": out, "status --json": statusJSON,
@@ -87,21 +81,19 @@ func TestSecurity_NoSecretInLogsStatusOrMetrics(t *testing.T) {
 		if len(s.All("routing observation on")) == 0 {
 			t.Error(`no "routing observation on": the secret was not where it might leak`)
 		}
-		if r := ended.Str("reason"); r != "unverified" {
-			t.Errorf("drain ended with reason %q, want unverified (the routing watch never synced)", r)
-		}
-		if gap := ended.At.Sub(cont.rec.lastStart()); gap < quietPeriod-pollInterval || gap > quietPeriod+2*pollInterval+schedTolerance {
+		r.checkReason("unverified") // the routing watch never synced
+		if gap := r.ended.At.Sub(r.cont.rec.lastStart()); gap < quietPeriod-pollInterval || gap > quietPeriod+2*pollInterval+schedTolerance {
 			t.Errorf("drain ended %s after the last request, want one quiet period %s", gap, quietPeriod)
 		}
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
+		if r.code != 0 {
+			t.Errorf("exit code %d, want 0", r.code)
 		}
 		// The routing watch, still retrying the apiserver, must not hold
 		// hapsuper up once HAProxy is gone.
-		if d := exitAt.Sub(haproxyExited.At); haproxyExited.At.IsZero() || d > time.Second {
+		if d := r.exitAt.Sub(haproxyExited.At); haproxyExited.At.IsZero() || d > time.Second {
 			t.Errorf("hapsuper exited %s after HAProxy (at %v): want within 1 s", d, haproxyExited.At)
 		}
-		checkCleanEnd(t, b, dir, term, exitAt, b.exitLimit(), soft.At, cont.rec)
+		r.checkInBudget(b, b.exitLimit())
 	})
 }
 

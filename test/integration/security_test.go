@@ -6,42 +6,20 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // nobody is the unprivileged user the tests run clients as.
 var nobody = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
-
-// runAs runs argv as cred (nil: as the test, root), with stdin, bounded to
-// 5 s, and returns stdout, stderr and the exit code.
-func runAs(t *testing.T, cred *syscall.Credential, stdin string, argv ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb limitedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s as %+v: %v", strings.Join(argv, " "), cred, err)
-	}
-	_ = cmd.Wait()
-	return out.String(), errb.String(), harness.ExitCode(cmd.ProcessState)
-}
 
 // sharedDir makes a directory under /tmp that other users may traverse
 // (0711) but not list, removed when the test ends.
@@ -81,8 +59,8 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 		if err != nil || os.WriteFile(cli, bin, 0o755) != nil {
 			t.Fatalf("copy the hapsuper binary for nobody: %v", err)
 		}
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
+		cfg := newConfig(t)
+		s := startSupervisor(t, h, dir, cfg.write(t, dir), fast.flags()...)
 		s.waitReady(cfg.webAddr())
 		master := s.waitWorkers().MasterPid
 
@@ -99,21 +77,20 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 			t.Errorf("status socket owned by uid %d, want hapsuper's %d", st.Uid, os.Geteuid())
 		}
 
-		// Mode 0600: nobody cannot even connect.
-		out, errs, code := runAs(t, nobody, "", cli, "status", "--socket", s.status, "--json")
-		t.Logf("as nobody, mode 0600: exit %d, stdout %q, stderr %q", code, out, errs)
-		if code == 0 || out != "" || !strings.Contains(errs, "permission denied") {
-			t.Errorf("nobody's hapsuper status: exit %d, stdout %q, stderr %q; want exit ≠ 0, nothing printed, permission denied", code, out, errs)
-		}
-
-		// Mode 0666: nobody connects, and SO_PEERCRED refuses it.
-		if err := os.Chmod(s.status, 0o666); err != nil {
-			t.Fatalf("chmod the status socket: %v", err)
-		}
-		out, errs, code = runAs(t, nobody, "", cli, "status", "--socket", s.status, "--json")
-		t.Logf("as nobody, mode 0666: exit %d, stdout %q, stderr %q", code, out, errs)
-		if code == 0 || out != "" || !strings.Contains(errs, "peer uid 65534") {
-			t.Errorf("nobody's hapsuper status: exit %d, stdout %q, stderr %q; want exit ≠ 0 and the peer uid refusal", code, out, errs)
+		// Mode 0600: nobody cannot even connect. Mode 0666: nobody connects,
+		// and SO_PEERCRED refuses it.
+		for _, c := range []struct {
+			mode os.FileMode
+			want string
+		}{{0o600, "permission denied"}, {0o666, "peer uid 65534"}} {
+			if err := os.Chmod(s.status, c.mode); err != nil {
+				t.Fatalf("chmod the status socket: %v", err)
+			}
+			out, errs, code := runAs(t, nobody, "", cli, "status", "--socket", s.status, "--json")
+			t.Logf("as nobody, mode %o: exit %d, stdout %q, stderr %q", c.mode, code, out, errs)
+			if code == 0 || out != "" || !strings.Contains(errs, c.want) {
+				t.Errorf("nobody's hapsuper status, mode %o: exit %d, stdout %q, stderr %q; want exit ≠ 0, nothing printed, %s", c.mode, code, out, errs, c.want)
+			}
 		}
 		raw, errs, code := runAs(t, nobody, "status\n", "socat", "-t", "3", "-", "UNIX-CONNECT:"+s.status)
 		t.Logf("as nobody, raw reply: exit %d, %q %s", code, raw, errs)
@@ -141,13 +118,7 @@ func TestSecurity_StatusSocketRefusesOtherUsers(t *testing.T) {
 		if d := s.statusJSON(); d.MasterPid != master {
 			t.Errorf("root's status: masterPid %d, want %d", d.MasterPid, master)
 		}
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d %s after SIGTERM", code, exitAt.Sub(term))
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.stopClean()
 	})
 }
 
@@ -167,13 +138,13 @@ func TestSecurity_WorkersCannotReadToken(t *testing.T) {
 		uid, gid := passwdIDs(t, filepath.Join(h.root, "/etc/passwd"), "haproxy")
 
 		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		text := strings.Replace(cfg.render(), "global\n", "global\n    user haproxy\n    group haproxy\n", 1)
 		path := filepath.Join(dir, "haproxy.cfg")
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatalf("write haproxy config: %v", err)
 		}
-		s := startSupervisor(t, h, dir, path, fastFlags...)
+		s := startSupervisor(t, h, dir, path, fast.flags()...)
 		s.waitReady(cfg.webAddr())
 		d := s.waitWorkers()
 		worker := d.currentWorkers()[0]
@@ -210,13 +181,7 @@ func TestSecurity_WorkersCannotReadToken(t *testing.T) {
 			t.Errorf("the worker's credentials cannot read even a 0444 token (exit %d, %q): the test does not test the mode", code, errs)
 		}
 
-		term := s.signal(syscall.SIGTERM)
-		code, exitAt := s.waitExit(10 * time.Second)
-		t.Logf("exit %d %s after SIGTERM", code, exitAt.Sub(term))
-		if code != 0 {
-			t.Errorf("exit code %d, want 0", code)
-		}
-		checkNoHAProxyLeft(t, dir)
+		s.stopClean()
 	})
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/test/harness"
@@ -44,18 +47,26 @@ type statusWorker struct {
 // runStatus runs `hapsuper status --socket <status socket>` with extra
 // arguments, bounded to 5 s, and returns stdout, stderr and the exit code.
 func (s *supervisor) runStatus(extra ...string) (string, string, int) {
+	return runAs(s.t, nil, "", append([]string{hapsuperBin(s.t), "status", "--socket", s.status}, extra...)...)
+}
+
+// runAs runs argv as cred (nil: as the test, root), with stdin, bounded to
+// 5 s, and returns stdout, stderr (at most 1 MiB of each) and the exit
+// code. A command that cannot start fails the test (Errorf: runStatus runs
+// in clients' goroutines too).
+func runAs(t *testing.T, cred *syscall.Credential, stdin string, argv ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	args := append([]string{"status", "--socket", s.status}, extra...)
-	cmd := exec.CommandContext(ctx, hapsuperBin(s.t), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb limitedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	_ = cmd.Run()
-	code := -1
-	if cmd.ProcessState != nil {
-		code = harness.ExitCode(cmd.ProcessState)
+	if err := cmd.Run(); cmd.ProcessState == nil {
+		t.Errorf("start %s as %+v: %v", strings.Join(argv, " "), cred, err)
+		return "", "", -1
 	}
-	return out.String(), errb.String(), code
+	return out.String(), errb.String(), harness.ExitCode(cmd.ProcessState)
 }
 
 // statusJSON runs `hapsuper status --json` and decodes it; the test fails

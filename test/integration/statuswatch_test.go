@@ -16,10 +16,8 @@ import (
 // by itself, exit 0, once the supervisor has exited.
 func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, fast.flags()...)
 		s.waitWorkers()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -55,16 +53,11 @@ func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 		}()
 
 		time.Sleep(500 * time.Millisecond)
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 10*time.Second)
-		time.Sleep(300 * time.Millisecond)
-		s.signal(syscall.SIGTERM)
-		time.Sleep(700 * time.Millisecond)
-		cont.stop()
-		code, exitAt := s.waitExit(10 * time.Second)
+		r := s.drain(cfg.webAddr(), syscall.SIGTERM, func(*drainRun) { time.Sleep(500 * time.Millisecond) })
+		<-scanned // every line read before Wait closes the pipe (os/exec's StdoutPipe rule)
 		werr := watch.Wait()
-		<-scanned
 		t.Logf("watch: %d documents, phases %v; supervisor exit %d; watch ended %s after it (%v): %s",
-			docs, phases, code, time.Since(exitAt).Round(time.Millisecond), werr, errb.String())
+			docs, phases, r.code, time.Since(r.exitAt).Round(time.Millisecond), werr, errb.String())
 		if werr != nil {
 			t.Errorf("status --watch ended with %v, want exit 0 when the supervisor exits", werr)
 		}

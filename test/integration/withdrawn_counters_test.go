@@ -17,18 +17,11 @@ import (
 // warning names web and the option, and not h2.
 func TestWithdrawnCounters_PerFrontend(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t, startBackend(t))
+		cfg := newConfig(t)
 		cfg.WebNoIdleClose = true
-		s := startSupervisor(t, h, dir, cfg.write(t, dir), fastFlags...)
-		s.waitReady(cfg.webAddr())
+		s := serve(t, h, cfg, fast.flags()...)
 
-		var warnings []string
-		for _, l := range s.Lines() {
-			if l.Msg == "config warning" && strings.Contains(l.Str("warning"), "idle-close-on-response") {
-				warnings = append(warnings, l.Str("warning"))
-			}
-		}
+		warnings := s.warnings("idle-close-on-response")
 		if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "frontend web:") {
 			t.Errorf("warnings about idle-close-on-response: %q, want one, naming frontend web", warnings)
 		}

@@ -3,13 +3,11 @@ package manifests_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -23,12 +21,7 @@ func TestDeploy_HAProxyIngress(t *testing.T) {
 	r := kube.RenderHAProxyIngress(t)
 	d, c := deployment(t, r)
 
-	grace, _ := envValue(c, "HAPSUPER_GRACE_PERIOD")
-	g, err := time.ParseDuration(grace)
-	tgps := ptrValue(d.Spec.Template.Spec.TerminationGracePeriodSeconds)
-	if err != nil || tgps != int64(g/time.Second) {
-		t.Errorf("HAPSUPER_GRACE_PERIOD %q, terminationGracePeriodSeconds %v: want the same", grace, tgps)
-	}
+	g := checkDrainWiring(t, d, c)
 	var values struct {
 		Controller struct {
 			TerminationGracePeriodSeconds int64 `json:"terminationGracePeriodSeconds"`
@@ -42,18 +35,7 @@ func TestDeploy_HAProxyIngress(t *testing.T) {
 		t.Fatalf("parse values.yaml: %v", err)
 	}
 	if got := values.Controller.TerminationGracePeriodSeconds; time.Duration(got)*time.Second != g {
-		t.Errorf("values.yaml controller.terminationGracePeriodSeconds = %d, hapsuper-patch.yaml HAPSUPER_GRACE_PERIOD = %q: want the same", got, grace)
-	}
-	for name, field := range map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_IPS": "status.podIPs", "NODE_NAME": "spec.nodeName"} {
-		if got := fieldRefs(c)[name]; got != field {
-			t.Errorf("env %s from %q: want %q", name, got, field)
-		}
-	}
-	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-		t.Errorf("container haproxy has a preStop hook")
-	}
-	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/hapsuper" }) {
-		t.Errorf("no volume on /var/run/hapsuper")
+		t.Errorf("values.yaml controller.terminationGracePeriodSeconds = %d, hapsuper-patch.yaml HAPSUPER_GRACE_PERIOD = %v: want the same", got, g)
 	}
 
 	// The image's ENTRYPOINT is `hapsuper --`; the chart's args follow.

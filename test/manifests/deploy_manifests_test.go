@@ -53,30 +53,8 @@ func TestDeploy_Manifests(t *testing.T) {
 // checkPod checks what every variant's pod must hold.
 func checkPod(t *testing.T, d *appsv1.Deployment, c corev1.Container, mode string) {
 	t.Helper()
+	checkDrainWiring(t, d, c)
 	spec := d.Spec.Template.Spec
-	grace, ok := envValue(c, "HAPSUPER_GRACE_PERIOD")
-	if !ok {
-		t.Errorf("container haproxy has no HAPSUPER_GRACE_PERIOD")
-	}
-	g, err := time.ParseDuration(grace)
-	if err != nil || spec.TerminationGracePeriodSeconds == nil || g != time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second {
-		t.Errorf("HAPSUPER_GRACE_PERIOD = %q, terminationGracePeriodSeconds = %v: want the same duration", grace, ptrValue(spec.TerminationGracePeriodSeconds))
-	}
-	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-		t.Errorf("container haproxy has a preStop hook %+v: hapsuper decides how long the pod serves; remove it", c.Lifecycle.PreStop)
-	}
-	want := map[string]string{
-		"POD_NAME":      "metadata.name",
-		"POD_NAMESPACE": "metadata.namespace",
-		"POD_IPS":       "status.podIPs",
-		"NODE_NAME":     "spec.nodeName",
-	}
-	got := fieldRefs(c)
-	for name, field := range want {
-		if got[name] != field {
-			t.Errorf("env %s from field %q: want %q", name, got[name], field)
-		}
-	}
 	if v, _ := envValue(c, "HAPSUPER_ROUTING"); v != mode {
 		t.Errorf("HAPSUPER_ROUTING = %q: want %q", v, mode)
 	}
@@ -86,9 +64,36 @@ func checkPod(t *testing.T, d *appsv1.Deployment, c corev1.Container, mode strin
 	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Port.String() != "probe" {
 		t.Errorf("readiness probe %+v: want an HTTP GET on the probe port", c.ReadinessProbe)
 	}
+}
+
+// checkDrainWiring checks what hapsuper needs of any pod it runs in, ours
+// or a chart's: the grace period wired to HAPSUPER_GRACE_PERIOD, no
+// preStop hook, the pod's identity from the downward API and a volume for
+// its sockets. It returns the grace period.
+func checkDrainWiring(t *testing.T, d *appsv1.Deployment, c corev1.Container) time.Duration {
+	t.Helper()
+	tgps := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	grace, ok := envValue(c, "HAPSUPER_GRACE_PERIOD")
+	if !ok {
+		t.Errorf("container haproxy has no HAPSUPER_GRACE_PERIOD")
+	}
+	g, err := time.ParseDuration(grace)
+	if err != nil || tgps == nil || g != time.Duration(*tgps)*time.Second {
+		t.Errorf("HAPSUPER_GRACE_PERIOD = %q, terminationGracePeriodSeconds = %v: want the same duration", grace, ptrValue(tgps))
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		t.Errorf("container haproxy has a preStop hook %+v: hapsuper decides how long the pod serves; remove it", c.Lifecycle.PreStop)
+	}
+	got := fieldRefs(c)
+	for name, field := range map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_IPS": "status.podIPs", "NODE_NAME": "spec.nodeName"} {
+		if got[name] != field {
+			t.Errorf("env %s from field %q: want %q", name, got[name], field)
+		}
+	}
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/hapsuper" }) {
 		t.Errorf("no volume on /var/run/hapsuper: hapsuper's sockets need it with readOnlyRootFilesystem")
 	}
+	return g
 }
 
 // checkHapsuperAccepts runs hapsuper's settings parser over the container's
