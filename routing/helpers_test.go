@@ -165,7 +165,7 @@ func (to *testObserver) applyAny(obj any, deleted bool) {
 	now := to.clk.Now()
 	switch o := obj.(type) {
 	case *discovery.EndpointSlice:
-		to.applySlice(trimSlice(o), deleted, now)
+		to.applySlice(storeSlice(trimSlice(o)), deleted, now)
 	case *corev1.Service:
 		to.applyService(trimService(o), deleted, now)
 	case *corev1.Pod:

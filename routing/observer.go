@@ -76,8 +76,8 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 		kick:   make(chan struct{}, 1),
 		watch: watchState{
 			services:  map[string]*corev1.Service{},
-			slices:    map[string]*discovery.EndpointSlice{},
-			byService: map[string][]*discovery.EndpointSlice{},
+			slices:    map[string]*storedSlice{},
+			byService: map[string][]*storedSlice{},
 			paths:     map[pathKey]*path{},
 		},
 	}, nil

@@ -55,7 +55,7 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 	o.mu.Lock()
 	kept := o.watch.slices["web-a"]
 	o.mu.Unlock()
-	if kept == nil || kept.ManagedFields != nil || kept.Labels["app"] != "" || kept.Labels[labelServiceName] != "web" {
+	if kept == nil || kept.labels["app"] != "" || kept.labels[labelServiceName] != "web" {
 		t.Fatalf("slice not trimmed: %+v", kept)
 	}
 

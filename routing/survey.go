@@ -79,7 +79,7 @@ func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod) (S
 	for k, p := range o.watch.paths {
 		sp := SurveyPath{Service: ns + "/" + k.service, Family: string(k.family), Withdrawn: p.withdrawn, Why: p.why}
 		for name, sl := range o.watch.slices {
-			if sl.Labels[labelServiceName] == k.service && sl.AddressType == k.family && o.lists(sl) {
+			if sl.service() == k.service && sl.addressType == k.family && o.lists(sl.slice()) {
 				sp.Slices = append(sp.Slices, name)
 			}
 		}

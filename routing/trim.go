@@ -68,7 +68,9 @@ type trimmer struct {
 func (t trimmer) trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *discovery.EndpointSlice:
-		return t.slice(o), nil
+		return storeSlice(t.slice(o)), nil
+	case *storedSlice: // the streamed initial list is transformed twice
+		return o, nil
 	case *corev1.Service:
 		return trimService(o), nil
 	case *corev1.Pod:

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // meTrimmer trims as the observer of me does.
@@ -222,7 +223,11 @@ func TestTrimKeepsVerdicts(t *testing.T) {
 		}{{"observer of me", aware}, {"pod not known", trimmer{}}} {
 			trimmed := make([]*discovery.EndpointSlice, len(raw))
 			for j, s := range raw {
-				trimmed[j] = c.tr.slice(s)
+				v, err := c.tr.trim(s) // stored as the informer stores it
+				if err != nil {
+					t.Fatal(err)
+				}
+				trimmed[j] = v.(*storedSlice).slice() // expanded as the verdict reads it
 			}
 			if got := judgeService(svc, trimmed, aware.match, me.NodeName); !reflect.DeepEqual(got, want) {
 				t.Fatalf("case %d, %s: trimmed verdicts %+v, want %+v\nslices: %s", i, c.who, got, want, dump(aware.match, raw))
@@ -244,7 +249,8 @@ func dump(m matcher, slices []*discovery.EndpointSlice) string {
 }
 
 // The observer's transform knows its pod; the package's does not. Both trim
-// Services and the pod and leave other objects alone.
+// Services and the pod and leave other objects alone; slices are stored as
+// storedSlice, keyed as client-go keys the EndpointSlice.
 func TestTrimTransforms(t *testing.T) {
 	o := newTestObserver(t, Config{Mode: ModeEndpointSlices}, nil)
 	raw := v4("web-a", "web", mine(readyC), peer("n2", readyC), peer("n2", readyC))
@@ -254,8 +260,16 @@ func TestTrimTransforms(t *testing.T) {
 		endpoints int
 	}{{"observer", o.trim, 2}, {"package", trim, 3}} {
 		got, err := c.transform(raw)
-		if s, ok := got.(*discovery.EndpointSlice); err != nil || !ok || len(s.Endpoints) != c.endpoints {
-			t.Errorf("%s: slice = %+v, %v: want %d endpoints", c.who, got, err, c.endpoints)
+		if s, ok := got.(*storedSlice); err != nil || !ok || len(s.endpoints) != c.endpoints || s.name != "web-a" || s.service() != "web" {
+			t.Errorf("%s: slice = %+v, %v: want web-a of Service web stored with %d endpoints", c.who, got, err, c.endpoints)
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(got); err != nil || key != "default/web-a" {
+			t.Errorf("%s: store key of the stored slice %q, %v; want default/web-a", c.who, key, err)
+		}
+		// The streamed initial list is transformed twice: the second time
+		// changes nothing.
+		if again, err := c.transform(got); err != nil || again != got {
+			t.Errorf("%s: transform of a stored slice = %+v, %v: want it unchanged", c.who, again, err)
 		}
 		svc := service("web", internalLocal)
 		svc.Annotations = map[string]string{"big": "annotation"}

@@ -32,12 +32,12 @@ type path struct {
 // and its grace period. Every method is called with Observer.mu held.
 type watchState struct {
 	services map[string]*corev1.Service
-	slices   map[string]*discovery.EndpointSlice // by slice name
+	slices   map[string]*storedSlice // by slice name
 	// byService indexes slices by their kubernetes.io/service-name: an
 	// event re-judges its Service from that Service's slices alone, not
 	// from a scan of the namespace's (O(slices of the Service) per event,
 	// where the scan was O(N), and O(N²) for the initial list).
-	byService map[string][]*discovery.EndpointSlice
+	byService map[string][]*storedSlice
 	paths     map[pathKey]*path
 	grace     *int64 // the pod's deletionGracePeriodSeconds
 	watchErr  string // the last error of a watch that has not synced
@@ -52,18 +52,21 @@ type watchState struct {
 
 // sliceEvent applies one EndpointSlice event received at now. s is nil
 // for a deletion.
-func (o *Observer) sliceEvent(name string, s *discovery.EndpointSlice, now time.Time) {
+func (o *Observer) sliceEvent(name string, s *storedSlice, now time.Time) {
 	st := &o.watch
 	touched := map[string]bool{}
 	if old := st.slices[name]; old != nil {
-		touched[old.Labels[labelServiceName]] = true
+		touched[old.service()] = true
 		st.unindex(name, old)
 	}
-	if s != nil && proxiedSlice(s) {
-		st.index(name, s)
-		touched[s.Labels[labelServiceName]] = true
-	} else if s != nil && s.Labels[labelServiceName] != "" && o.lists(s) {
-		o.unproxiedPath(s.Labels[labelServiceName], unproxiedWhy(s))
+	if s != nil {
+		es := s.slice()
+		if proxiedSlice(es) {
+			st.index(name, s)
+			touched[s.service()] = true
+		} else if s.service() != "" && o.lists(es) {
+			o.unproxiedPath(s.service(), unproxiedWhy(es))
+		}
 	}
 	for svc := range touched {
 		o.reevaluate(svc, now)
@@ -72,17 +75,17 @@ func (o *Observer) sliceEvent(name string, s *discovery.EndpointSlice, now time.
 
 // index records a proxied slice under its name and its Service (a list:
 // a Service has a few slices, and a list costs a fraction of a map).
-func (st *watchState) index(name string, s *discovery.EndpointSlice) {
+func (st *watchState) index(name string, s *storedSlice) {
 	st.slices[name] = s
-	svc := s.Labels[labelServiceName]
+	svc := s.service()
 	st.byService[svc] = append(st.byService[svc], s)
 }
 
 // unindex forgets the slice that index recorded as s.
-func (st *watchState) unindex(name string, s *discovery.EndpointSlice) {
+func (st *watchState) unindex(name string, s *storedSlice) {
 	delete(st.slices, name)
-	svc := s.Labels[labelServiceName]
-	list := slices.DeleteFunc(st.byService[svc], func(x *discovery.EndpointSlice) bool { return x == s })
+	svc := s.service()
+	list := slices.DeleteFunc(st.byService[svc], func(x *storedSlice) bool { return x == s })
 	if len(list) == 0 {
 		delete(st.byService, svc)
 		return
@@ -115,7 +118,7 @@ func (o *Observer) reevaluate(service string, now time.Time) {
 		}
 		return
 	}
-	verdicts := judgeService(svc, st.byService[service], o.match, o.cfg.Identity.NodeName)
+	verdicts := judgeService(svc, expandSlices(st.byService[service]), o.match, o.cfg.Identity.NodeName)
 	for k, p := range st.paths {
 		if _, listed := verdicts[k.family]; k.service == service && !listed {
 			why := "endpoint removed from the EndpointSlices"
@@ -211,15 +214,15 @@ func (o *Observer) handlers(apply func(obj any, deleted bool, now time.Time)) ca
 }
 
 func (o *Observer) applySlice(obj any, deleted bool, now time.Time) {
-	s, ok := obj.(*discovery.EndpointSlice)
+	s, ok := obj.(*storedSlice)
 	if !ok {
 		return
 	}
 	if deleted {
-		o.sliceEvent(s.Name, nil, now)
+		o.sliceEvent(s.name, nil, now)
 		return
 	}
-	o.sliceEvent(s.Name, s, now)
+	o.sliceEvent(s.name, s, now)
 }
 
 func (o *Observer) applyService(obj any, deleted bool, now time.Time) {
