@@ -23,7 +23,7 @@ func (e *exposition) family(name, kind, help string) {
 	e.b.WriteString("# HELP ")
 	e.b.WriteString(name)
 	e.b.WriteByte(' ')
-	e.b.WriteString(escapeHelp(help))
+	e.b.WriteString(helpEscaper.Replace(help))
 	e.b.WriteString("\n# TYPE ")
 	e.b.WriteString(name)
 	e.b.WriteByte(' ')
@@ -67,8 +67,6 @@ var (
 	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
 	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 )
-
-func escapeHelp(s string) string { return helpEscaper.Replace(s) }
 
 // formatValue formats as Prometheus' parsers read: the shortest exact
 // decimal, and +Inf, -Inf, NaN spelled as the format says.
