@@ -36,6 +36,10 @@ func (c collector) write(e *exposition) {
 		e.sample(namespace+"_drains_total", boolValue(s.Drain.Reason == r), "reason", string(r))
 	}
 	writeDrainDuration(e, s.Drain)
+	e.family(namespace+"_reloads_total", "counter", "Reloads of HAProxy by result: ok (a new worker serves), refused (haproxy -c failed, nothing sent), failed (HAProxy did not load it; the old worker serves).")
+	for _, r := range status.ReloadResults() {
+		e.sample(namespace+"_reloads_total", float64(s.Reloads.Count(r)), "result", string(r))
+	}
 	if !s.Drain.Deadline.IsZero() {
 		e.one(namespace+"_deadline_seconds", "gauge", "Seconds left before the hard-stop deadline, negative past it; absent while no deadline is known.",
 			s.Drain.Deadline.Sub(c.now()).Seconds())

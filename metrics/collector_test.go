@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ type expectation struct {
 	old      int
 	pending  int // routing_pending_nodes
 	cliUp    int
+	reloads  [3]int // ok, refused, failed
 }
 
 func (e expectation) text() string {
@@ -53,6 +55,8 @@ func (e expectation) text() string {
 		fmt.Fprintf(&b, "hapsuper_drain_duration_seconds_bucket{le=\"%g\"} %d\n", le, one(count == 1 && e.duration <= le))
 	}
 	fmt.Fprintf(&b, "hapsuper_drain_duration_seconds_bucket{le=\"+Inf\"} %d\nhapsuper_drain_duration_seconds_sum %g\nhapsuper_drain_duration_seconds_count %d\n", count, sum, count)
+	b.WriteString("# HELP hapsuper_reloads_total Reloads of HAProxy by result: ok (a new worker serves), refused (haproxy -c failed, nothing sent), failed (HAProxy did not load it; the old worker serves).\n# TYPE hapsuper_reloads_total counter\n")
+	fmt.Fprintf(&b, "hapsuper_reloads_total{result=\"ok\"} %d\nhapsuper_reloads_total{result=\"refused\"} %d\nhapsuper_reloads_total{result=\"failed\"} %d\n", e.reloads[0], e.reloads[1], e.reloads[2])
 	if e.deadline != "" {
 		fmt.Fprintf(&b, "# HELP hapsuper_deadline_seconds Seconds left before the hard-stop deadline, negative past it; absent while no deadline is known.\n# TYPE hapsuper_deadline_seconds gauge\nhapsuper_deadline_seconds %s\n", e.deadline)
 	}
@@ -71,7 +75,7 @@ func one(b bool) int {
 }
 
 var names = []string{
-	"hapsuper_phase", "hapsuper_drains_total", "hapsuper_drain_duration_seconds", "hapsuper_deadline_seconds",
+	"hapsuper_phase", "hapsuper_drains_total", "hapsuper_drain_duration_seconds", "hapsuper_reloads_total", "hapsuper_deadline_seconds",
 	"hapsuper_haproxy_sessions", "hapsuper_haproxy_workers", "hapsuper_routing_pending_nodes", "hapsuper_master_cli_up",
 }
 
@@ -105,8 +109,9 @@ func TestCollectorPhases(t *testing.T) {
 	}, {
 		name: "draining after a reload: old worker counted, drain not ended",
 		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: twoWorkers,
-			Drain: status.Drain{Phase: drain.Draining, StopRequested: at(4), Bound: at(22), Deadline: at(32)}},
-		want: expectation{phase: drain.Draining, duration: -1, deadline: "22", sessions: 10, current: 1, old: 1, cliUp: 1},
+			Drain:   status.Drain{Phase: drain.Draining, StopRequested: at(4), Bound: at(22), Deadline: at(32)},
+			Reloads: status.Reloads{OK: 3, Refused: 2, Failed: 1, Last: &status.Reload{Result: status.ReloadOK}}},
+		want: expectation{phase: drain.Draining, duration: -1, deadline: "22", sessions: 10, current: 1, old: 1, cliUp: 1, reloads: [3]int{3, 2, 1}},
 	}, {
 		name: "draining: kube-proxy not confirmed on 2 nodes",
 		snap: status.Snapshot{Phase: drain.Draining, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101}},
@@ -191,6 +196,14 @@ func TestCollectorSeriesAlwaysPresent(t *testing.T) {
 // carries the Go runtime's and the process's metrics beside hapsuper's,
 // under client_golang's names, with values that are this process's.
 func TestExpositionLintAndRuntime(t *testing.T) {
+	// /proc counts CPU time in ticks of 10 ms: a test process can be under
+	// one tick when it scrapes. Spend at least two first (bounded).
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil || time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) >= 30*time.Millisecond {
+			break
+		}
+	}
 	text := scrape(t, collector{board: status.NewBoard(status.Snapshot{Phase: drain.Serving}), now: time.Now})
 	problems, err := promlint.New(strings.NewReader(text)).Lint()
 	if err != nil {

@@ -24,6 +24,12 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	} else if !s.ObservedAt.IsZero() {
 		fmt.Fprintf(tw, "master CLI:\tanswered %s\n", ago(now, s.ObservedAt))
 	}
+	if r := s.Reloads.Last; r != nil {
+		fmt.Fprintf(tw, "last reload:\t%s\n", reloadLine(*r, now))
+		if r.Detail != "" {
+			fmt.Fprintf(tw, "reload detail:\t%s\n", r.Detail)
+		}
+	}
 	d := s.Drain
 	if !d.StopRequested.IsZero() {
 		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopRequested.Format(time.RFC3339Nano), ago(now, d.StopRequested))
@@ -60,6 +66,16 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\n", wk.PID, kind, wk.Sessions, wk.Requests)
 	}
 	return tw.Flush()
+}
+
+// reloadLine is the last reload for a person: "failed 3s ago (SIGHUP);
+// 2 ok, 0 refused, 1 failed since start" is written by the caller's totals.
+func reloadLine(r Reload, now time.Time) string {
+	line := fmt.Sprintf("%s %s (%s)", r.Result, ago(now, r.At), r.Origin)
+	if r.Worker != 0 {
+		line += fmt.Sprintf(", new worker %d", r.Worker)
+	}
+	return line
 }
 
 func condition(c Condition, now time.Time) string {

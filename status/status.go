@@ -29,6 +29,7 @@ type Snapshot struct {
 	PollError  string      `json:"pollError,omitempty"` // last poll's error, if it failed
 	Drain      Drain       `json:"drain"`
 	Workers    []Worker    `json:"workers"`
+	Reloads    Reloads     `json:"reloads"`
 	Settings   Settings    `json:"settings"`
 	Error      string      `json:"error,omitempty"` // set only in error replies
 }
@@ -60,7 +61,11 @@ type Condition struct {
 
 // Worker is one HAProxy worker as last observed.
 type Worker struct {
-	PID      int    `json:"pid"`
+	PID int `json:"pid"`
+	// Old: a worker that is finishing (listed under "old workers" by show
+	// proc and stopping). A worker that show proc lists as old but that does
+	// not stop is the serving one kept by a failed reload (HAProxy 3.1+):
+	// it is current.
 	Old      bool   `json:"old"`
 	Sessions int64  `json:"sessions"`
 	Requests uint64 `json:"requests"` // counted frontends' stot + req_tot

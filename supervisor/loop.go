@@ -31,6 +31,14 @@ type loop struct {
 
 	lastRouting drain.Routing // for logging its changes
 
+	// Reloads: every one is followed to its outcome (reloads); hapsuper's
+	// own are checked first (check), one at a time, a request that comes
+	// during a check queued (queued: its signal's name).
+	reloads    *reloads
+	check      *reloadCheck
+	queued     string
+	startCheck func(origin string, now time.Time) (*reloadCheck, error)
+
 	ready    bool
 	lastObs  observation
 	softAt   time.Time // when SIGUSR1 was last sent for the soft stop
@@ -52,12 +60,15 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.onObservation(o)
 		case ev := <-events:
 			l.onNotify(ev)
+		case out := <-l.checkOutput():
+			l.onCheckOutput(out)
 		case <-tick.C:
 			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
 		case <-ctx.Done():
 			l.log.Warn("supervisor interrupted: hard stop")
 			l.signalMaster(syscall.SIGTERM)
 			l.killGroup()
+			l.endCheck()
 			return 1
 		}
 		if !l.exited {
@@ -74,7 +85,7 @@ func (l *loop) setPace(phase drain.Phase, tick *time.Ticker) {
 	if l.pace == nil {
 		return
 	}
-	fast := phase != drain.Serving || len(l.lastObs.sample.Workers) == 0
+	fast := phase != drain.Serving || len(l.lastObs.sample.Workers) == 0 || l.reloads.underway()
 	if !l.pace.set(fast) {
 		return
 	}
@@ -101,12 +112,7 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		st := l.drain.Status(now)
 		l.log.Info("drain started", "signal", conf.SignalName(sig), "bound", st.BoundAt, "deadline", st.Deadline)
 	case sig == syscall.SIGHUP || sig == syscall.SIGUSR2:
-		if ph := l.drain.Status(now).Phase; ph == drain.Stopping || ph == drain.Exited {
-			l.log.Info("reload ignored: HAProxy is stopping", "signal", conf.SignalName(sig))
-			return
-		}
-		l.log.Info("reload", "signal", conf.SignalName(sig))
-		l.signalMaster(syscall.SIGUSR2)
+		l.requestReload(conf.SignalName(sig), now)
 	case sig == syscall.SIGUSR1:
 		l.log.Info("soft stop now: SIGUSR1 is not a stop signal, forwarded")
 		l.signalMaster(syscall.SIGUSR1)
@@ -126,18 +132,24 @@ func (l *loop) onObservation(o observation) {
 	if !l.ready && len(o.sample.Workers) > 0 {
 		l.markReady("master CLI")
 	}
+	if rec, ok := l.reloads.observe(o.obs.At, o.sample); ok {
+		l.logReload(rec)
+	}
 	l.checkSoftStop(o)
 }
 
-// checkSoftStop sends the soft stop again when a worker still does not say
-// it is stopping: HAProxy 2.6 was seen ignoring a SIGUSR1 that arrived just
-// after its workers started (lost 4 times in 6).
+// checkSoftStop sends the soft stop again, until the hard stop, while a
+// worker still does not say it is stopping, whatever show proc lists it as
+// (3.1+ lists the worker a failed reload kept under "old workers"):
+// HAProxy 2.6 was seen ignoring a SIGUSR1 that arrived just after its
+// workers started (lost 4 times in 6), 3.2 one that follows a SIGUSR2 by
+// a few ms (3 of 3).
 func (l *loop) checkSoftStop(o observation) {
 	if l.softAt.IsZero() || !l.hardAt.IsZero() || o.started.Sub(l.softAt) < softStopRetry {
 		return
 	}
 	for _, w := range o.sample.Workers {
-		if !w.Process.Old && !w.Info.Stopping {
+		if !w.Info.Stopping {
 			l.log.Warn("soft stop not taken by a worker: sending it again", "worker", w.Process.PID)
 			l.softAt = l.now()
 			l.signalMaster(syscall.SIGUSR1)
@@ -154,7 +166,7 @@ func (l *loop) onNotify(ev notifyEvent) {
 		}
 	case notifyReloading:
 		if l.ready { // HAProxy also says RELOADING=1 while it starts
-			l.log.Info("haproxy reloading")
+			l.log.Debug("haproxy reloading", "via", "notify")
 		}
 	}
 }
@@ -188,6 +200,7 @@ func (l *loop) step() {
 		l.signalMaster(syscall.SIGTERM)
 		l.hardAt = now
 	}
+	l.checkTimeout(now)
 	if !l.hardAt.IsZero() && !l.killed && now.Sub(l.hardAt) >= killAfter(l.settings.Margin) {
 		l.log.Error("haproxy did not exit after the hard stop: killing its process group", "pid", l.master)
 		l.killGroup()
@@ -221,7 +234,8 @@ func (l *loop) feedRouting(now time.Time) {
 
 // reap collects exited children and notices the master's exit.
 func (l *loop) reap() {
-	code, done := l.proc.Reap()
+	code, done, others := l.proc.Reap()
+	l.checkReaped(others)
 	if !done {
 		return
 	}
@@ -230,6 +244,7 @@ func (l *loop) reap() {
 	l.drain.MasterExited(l.now())
 	l.log.Info("haproxy exited", "pid", l.master, "code", l.exitCode)
 	l.killGroup() // workers left behind by a killed master
+	l.endCheck()
 	l.proc.Reap()
 }
 
@@ -260,6 +275,7 @@ func (l *loop) publish() drain.Phase {
 		Drain:     statusDrain(st),
 		Settings:  statusSettings(l.settings, l.mode),
 		Workers:   []status.Worker{},
+		Reloads:   l.reloads.snapshot(),
 	}
 	if o := l.lastObs; o.obs.Err != nil {
 		snap.PollError = o.obs.Err.Error()

@@ -26,10 +26,11 @@ func sec(s float64) time.Duration { return time.Duration(s * float64(time.Second
 // signal (by name) and every SIGKILL of the group ("KILL-GROUP"), with the
 // offset it came at; exit makes the next Reap report the master gone.
 type fakeMaster struct {
-	clock *time.Time
-	sent  []string // "SIGUSR1@3s"
-	code  int
-	gone  bool
+	clock  *time.Time
+	sent   []string // "SIGUSR1@3s"
+	code   int
+	gone   bool
+	others map[int]int // other children's exits, for the next Reap
 }
 
 func (m *fakeMaster) record(what string) {
@@ -38,10 +39,10 @@ func (m *fakeMaster) record(what string) {
 
 func (m *fakeMaster) Signal(sig syscall.Signal) error { m.record(conf.SignalName(sig)); return nil }
 func (m *fakeMaster) KillGroup() error                { m.record("KILL-GROUP"); return nil }
-func (m *fakeMaster) Reap() (int, bool) {
-	gone := m.gone
-	m.gone = false // reaped once, as wait4 reports a child once
-	return m.code, gone
+func (m *fakeMaster) Reap() (int, bool, map[int]int) {
+	gone, others := m.gone, m.others
+	m.gone, m.others = false, nil // reaped once, as wait4 reports a child once
+	return m.code, gone, others
 }
 
 // fakeRouting is a routing observation with a fixed verdict and the pod's
@@ -71,6 +72,10 @@ type scenario struct {
 	l      *loop
 	master *fakeMaster
 	clock  time.Time
+	checks int // reload checks started; check n has pid 1000+n
+	// The master's show proc line in the polls: its reload count and
+	// [failed: N].
+	reloadCount, failedCount int
 }
 
 // testSettings: grace 30s, margin 2s (deadline 28s after the stop request,
@@ -89,7 +94,13 @@ func newScenario(t *testing.T, s conf.Settings, rt *fakeRouting) *scenario {
 	sc.l = &loop{
 		log: discard, drain: drain.New(drainSettings(s, conf.Inspection{})), board: status.NewBoard(status.Snapshot{}),
 		settings: s, master: 42, proc: sc.master, stops: signalSet(s.StopSignals),
-		now: func() time.Time { return sc.clock }, mode: conf.RoutingOff,
+		now: func() time.Time { return sc.clock }, mode: conf.RoutingOff, reloads: newReloads(),
+		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
+			sc.checks++
+			pid := 1000 + sc.checks
+			return &reloadCheck{pid: pid, origin: origin, started: now, out: make(chan []byte, 1),
+				killGroup: func() error { sc.master.record(fmt.Sprintf("KILL-CHECK-%d", pid)); return nil }}, nil
+		},
 	}
 	if rt != nil {
 		rt.clock = &sc.clock
@@ -127,12 +138,14 @@ func (sc *scenario) tick(off time.Duration) { sc.event(off, sc.l.reap) }
 // poll is a successful poll that started and ended at off.
 func (sc *scenario) poll(off time.Duration, ws ...worker) {
 	o := observation{started: t0.Add(off), obs: drain.Observation{At: t0.Add(off)}}
+	o.sample.Master = runtimeapi.Process{PID: 42, Role: "master", Reloads: sc.reloadCount, FailedReloads: sc.failedCount}
 	for _, w := range ws {
-		o.sample.Workers = append(o.sample.Workers, runtimeapi.WorkerSample{
+		ws := runtimeapi.WorkerSample{
 			Process: runtimeapi.Process{PID: w.pid, Old: w.old},
 			Info:    runtimeapi.Info{PID: w.pid, Stopping: w.stopping},
-		})
-		o.obs.Workers = append(o.obs.Workers, drain.Worker{PID: w.pid, Old: w.old, Requests: w.requests, Connections: w.requests})
+		}
+		o.sample.Workers = append(o.sample.Workers, ws)
+		o.obs.Workers = append(o.obs.Workers, drain.Worker{PID: w.pid, Old: finishing(ws), Requests: w.requests, Connections: w.requests})
 	}
 	sc.event(off, func() { sc.l.onObservation(o) })
 }
@@ -141,6 +154,18 @@ func (sc *scenario) poll(off time.Duration, ws ...worker) {
 func (sc *scenario) exit(off time.Duration, code int) {
 	sc.master.code, sc.master.gone = code, true
 	sc.tick(off)
+}
+
+// checkDone ends the running reload check at off with code and output, as
+// the reaper and the output's reader hand them to the loop.
+func (sc *scenario) checkDone(off time.Duration, code int, out string) {
+	sc.t.Helper()
+	if sc.l.check == nil {
+		sc.t.Fatalf("no reload check runs at %v", off)
+	}
+	sc.master.others = map[int]int{sc.l.check.pid: code}
+	sc.tick(off)
+	sc.event(off, func() { sc.l.onCheckOutput([]byte(out)) })
 }
 
 // wantSent fails unless the master got exactly these, in order.
@@ -152,10 +177,11 @@ func (sc *scenario) wantSent(want ...string) {
 }
 
 // HAProxy 2.6 may ignore a SIGUSR1 that arrives just after its workers
-// started: while a current worker does not say Stopping 500ms after the
-// soft stop, the soft stop is sent again, at most every 500ms; an old
-// worker's state does not count, and once a poll shows every current
-// worker stopping nothing more is sent.
+// started, 3.2 one that follows a reload by a few ms: while a worker does
+// not say Stopping 500ms after the soft stop, the soft stop is sent again,
+// at most every 500ms, whether show proc lists it current or old (3.1+
+// lists the worker a failed reload kept under old workers); once a poll
+// shows every worker stopping nothing more is sent.
 func TestLoopSoftStopRetry(t *testing.T) {
 	sc := newScenario(t, testSettings, nil)
 	sc.signal(sec(1), syscall.SIGTERM)
@@ -173,9 +199,27 @@ func TestLoopSoftStopRetry(t *testing.T) {
 	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s") // 400ms after the retry
 	sc.poll(sec(4), worker{pid: 100})
 	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s", "SIGUSR1@4s")
-	sc.poll(sec(4.5), worker{pid: 100, stopping: true}, worker{pid: 90, old: true})
+	sc.poll(sec(4.5), worker{pid: 100, stopping: true}, worker{pid: 90, old: true, stopping: true})
 	sc.poll(sec(5), worker{pid: 100, stopping: true})
 	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s", "SIGUSR1@4s")
+}
+
+// After a failed reload HAProxy 3.1+ lists the worker that still serves
+// under old workers, not stopping. A soft stop it does not take is sent
+// again like one a current worker does not take.
+func TestLoopSoftStopRetryServingOldWorker(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.poll(sec(0.5), worker{pid: 100, old: true}) // a failed reload
+	sc.signal(sec(1), syscall.SIGTERM)
+	for off := sec(1.5); off <= sec(3); off += sec(0.5) {
+		sc.poll(off, worker{pid: 100, old: true})
+	}
+	sc.wantSent("SIGUSR1@3s")
+	sc.poll(sec(3.5), worker{pid: 100, old: true})
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s")
+	sc.poll(sec(4), worker{pid: 100, old: true, stopping: true})
+	sc.poll(sec(4.5), worker{pid: 100, old: true, stopping: true})
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s")
 }
 
 // A worker that never reports Stopping gets no soft stop after the hard
@@ -253,12 +297,15 @@ func TestLoopReloadWhileStopping(t *testing.T) {
 	sc.signal(0, syscall.SIGTERM)
 	sc.poll(sec(0.5), worker{pid: 100, requests: 1})
 	sc.signal(sec(0.6), syscall.SIGHUP)
+	sc.wantSent() // checked first
+	sc.checkDone(sec(0.6), 0, "")
 	sc.wantSent("SIGUSR2@600ms")
 	sc.signal(sec(0.7), syscall.SIGTERM) // a second stop request
 	sc.signal(sec(0.8), syscall.SIGUSR1) // a stop signal too: not forwarded
 	sc.wantSent("SIGUSR2@600ms")
 	sc.poll(sec(1), worker{pid: 101}, worker{pid: 100, old: true, stopping: true, requests: 2})
 	sc.signal(sec(1.1), syscall.SIGUSR2)
+	sc.checkDone(sec(1.1), 0, "")
 	sc.wantSent("SIGUSR2@600ms", "SIGUSR2@1.1s")
 	for off := sec(1.5); off < sec(3); off += sec(0.5) {
 		sc.poll(off, worker{pid: 101}, worker{pid: 100, old: true, stopping: true, requests: 2})
@@ -269,6 +316,9 @@ func TestLoopReloadWhileStopping(t *testing.T) {
 	sc.signal(sec(3.1), syscall.SIGHUP)
 	sc.signal(sec(3.2), syscall.SIGUSR2)
 	sc.wantSent("SIGUSR2@600ms", "SIGUSR2@1.1s", "SIGUSR1@3s")
+	if sc.checks != 2 {
+		t.Errorf("%d reload checks started, want 2: none once stopping", sc.checks)
+	}
 	if st := sc.l.board.Load().Drain; !st.StopRequested.Equal(t0) || !st.SoftStop.Equal(t0.Add(sec(3))) || st.Reason != drain.ReasonQuiet {
 		t.Errorf("published drain %+v, want stop at 0, soft stop at 3s, reason quiet", st)
 	}

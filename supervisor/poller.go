@@ -128,7 +128,7 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 		return o
 	}
 	for _, w := range s.Workers {
-		dw := drain.Worker{PID: w.Process.PID, Old: w.Process.Old, Sessions: w.Info.CurrConns}
+		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns}
 		for _, f := range w.Frontends {
 			if p.ignore[f.Name] {
 				continue
@@ -144,3 +144,9 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 	}
 	return o
 }
+
+// finishing reports whether w is an old worker finishing its sessions:
+// listed under old workers and stopping. One that show proc lists as old
+// but that does not stop is the serving worker a failed reload kept
+// (HAProxy 3.1+ lists it so; 2.6 and 3.0 keep it current): it is current.
+func finishing(w runtimeapi.WorkerSample) bool { return w.Process.Old && w.Info.Stopping }

@@ -89,8 +89,8 @@ type process interface {
 	// KillGroup SIGKILLs the master's process group: every HAProxy process.
 	KillGroup() error
 	// Reap collects every child that exited and returns the master's exit
-	// code once it is among them.
-	Reap() (code int, exited bool)
+	// code once it is among them, and the other children's codes by pid.
+	Reap() (code int, exited bool, others map[int]int)
 }
 
 // masterProcess is the process started by startMaster: its pid is also its
@@ -111,12 +111,12 @@ func (m masterProcess) KillGroup() error {
 	return nil
 }
 
-func (m masterProcess) Reap() (int, bool) {
-	ws, done := reapAll(m.pid, m.log)
+func (m masterProcess) Reap() (int, bool, map[int]int) {
+	ws, done, others := reapAll(m.pid, m.log)
 	if !done {
-		return 0, false
+		return 0, false, others
 	}
-	return exitCode(ws), true
+	return exitCode(ws), true, others
 }
 
 // exitCode maps a wait status to the code a shell would report.

@@ -20,10 +20,11 @@ func becomeSubreaper() error {
 }
 
 // reapAll collects every child that has exited, orphans included, and
-// returns the master's wait status if the master was among them. It is the
-// only place in the process that waits: running it beside cmd.Wait would
-// steal statuses.
-func reapAll(master int, log *slog.Logger) (status syscall.WaitStatus, masterExited bool) {
+// returns the master's wait status if the master was among them, and the
+// exit codes of the others by pid (a reload's haproxy -c among them). It is
+// the only place in the process that waits: running it beside cmd.Wait
+// would steal statuses.
+func reapAll(master int, log *slog.Logger) (status syscall.WaitStatus, masterExited bool, others map[int]int) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -31,12 +32,16 @@ func reapAll(master int, log *slog.Logger) (status syscall.WaitStatus, masterExi
 			continue
 		}
 		if err != nil || pid <= 0 { // ECHILD: no children left; 0: none exited
-			return status, masterExited
+			return status, masterExited, others
 		}
 		if pid == master {
 			status, masterExited = ws, true
 			continue
 		}
 		log.Debug("reaped", "pid", pid, "code", exitCode(ws))
+		if others == nil {
+			others = map[int]int{}
+		}
+		others[pid] = exitCode(ws)
 	}
 }

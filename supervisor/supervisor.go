@@ -150,6 +150,11 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		now:      time.Now,
 		mode:     mode,
 		routing:  rt,
+		reloads:  newReloads(),
+		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
+			// The check must not speak on HAProxy's notify socket.
+			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
+		},
 	}
 	if rt != nil {
 		actors = append(actors, rt.Run)

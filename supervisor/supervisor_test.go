@@ -22,7 +22,7 @@ func waitMaster(t *testing.T, pid int) syscall.WaitStatus {
 	t.Helper()
 	end := time.Now().Add(5 * time.Second)
 	for time.Now().Before(end) {
-		if ws, done := reapAll(pid, discard); done {
+		if ws, done, _ := reapAll(pid, discard); done {
 			return ws
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -107,10 +107,12 @@ func TestPollerObserve(t *testing.T) {
 				{Name: "api", Mode: "http", Stot: 2, ReqTot: 40},
 			},
 		},
-		{Process: runtimeapi.Process{PID: 6, Old: true}, Frontends: []runtimeapi.Frontend{{Name: "web", Mode: "http", Stot: 1, ReqTot: 2}}},
+		{Process: runtimeapi.Process{PID: 6, Old: true}, Info: runtimeapi.Info{Stopping: true}, Frontends: []runtimeapi.Frontend{{Name: "web", Mode: "http", Stot: 1, ReqTot: 2}}},
+		// Listed old, not stopping: the worker a failed reload kept (3.1+).
+		{Process: runtimeapi.Process{PID: 5, Old: true}},
 	}}
 	o := p.observe(s, nil)
-	if o.Err != nil || !o.At.Equal(now) || len(o.Workers) != 2 {
+	if o.Err != nil || !o.At.Equal(now) || len(o.Workers) != 3 {
 		t.Fatalf("observe = %+v", o)
 	}
 	if w := o.Workers[0]; w.PID != 7 || w.Requests != 60 || w.Connections != 20 || w.Sessions != 4 || w.Old {
@@ -118,6 +120,9 @@ func TestPollerObserve(t *testing.T) {
 	}
 	if w := o.Workers[1]; w.PID != 6 || w.Requests != 3 || w.Connections != 3 || !w.Old {
 		t.Errorf("old worker = %+v, want pid 6, 3 requests, 3 connections, old", w)
+	}
+	if w := o.Workers[2]; w.PID != 5 || w.Old {
+		t.Errorf("worker listed old that does not stop = %+v, want current (not old)", w)
 	}
 	failed := p.observe(runtimeapi.Sample{}, errors.New("boom"))
 	if failed.Err == nil || len(failed.Workers) != 0 {

@@ -1,0 +1,199 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hapsuper/hapsuper/runtimeapi"
+	"github.com/hapsuper/hapsuper/status"
+)
+
+// reloads follows every reload of HAProxy from the request to its outcome,
+// from what show proc says; it does no I/O. hapsuper's own reloads (SIGHUP,
+// SIGUSR2) are checked with haproxy -c before they are sent (reloadCheck);
+// a reload hapsuper did not send (a controller's `reload` on the master
+// CLI) is seen when the master's reload count moves.
+//
+// A reload is ok once a worker never seen before is listed current and
+// answers. It failed when the master counted it and no new worker came:
+// at once when the master's [failed: N] rises (2.6 and 3.0 count every
+// failure; 3.1+ says 1 after the first and stays there), else once no new
+// worker came for reloadSettle after the count moved, or when the master
+// counted no reload reloadTimeout after hapsuper's SIGUSR2. A failed
+// reload leaves the old worker serving: HAProxy 2.6 and 3.0 keep it
+// current, 3.1+ lists it under "old workers" (status shows it current,
+// see poller.observe).
+type reloads struct {
+	counted int          // the master's reload count as last seen; -1: no sample yet
+	failed  int          // the master's [failed: N] as last seen
+	seen    map[int]bool // every worker pid seen so far
+	totals  status.Reloads
+
+	check *status.Reload // the reload being checked (haproxy -c runs), or nil
+
+	// The reload sent or seen whose outcome is awaited, or nil.
+	inflight  *status.Reload
+	sentAt    time.Time // when hapsuper sent SIGUSR2 (zero: a reload it did not send)
+	countedAt time.Time // when the master's count moved for it (zero: not yet)
+	failedAt  int       // the master's [failed: N] when it was sent
+}
+
+// How long a reload may take to show its outcome (see reloads).
+const (
+	reloadSettle  = 2 * time.Second
+	reloadTimeout = 10 * time.Second
+)
+
+func newReloads() *reloads { return &reloads{counted: -1, seen: map[int]bool{}} }
+
+// checking records a reload asked of hapsuper, whose check starts now.
+func (r *reloads) checking(now time.Time, origin string) {
+	r.check = &status.Reload{At: now, Result: status.ReloadChecking, Origin: origin}
+}
+
+// refused ends the reload being checked: its check failed and nothing was
+// sent. It returns the ended reload.
+func (r *reloads) refused(now time.Time, detail string) status.Reload {
+	rec := r.check
+	r.check = nil
+	if rec == nil {
+		rec = &status.Reload{At: now, Origin: "SIGUSR2"}
+	}
+	r.totals.Last = rec
+	return r.end(rec, now, status.ReloadRefused, 0, detail)
+}
+
+// dropped forgets the reload being checked: it passed, but HAProxy is
+// stopping by then, so it was not sent.
+func (r *reloads) dropped() { r.check = nil }
+
+// sent records the SIGUSR2 of the reload that was checked. A reload under
+// way that hapsuper did not send is superseded: the outcome seen next is
+// this one's.
+func (r *reloads) sent(now time.Time) {
+	rec := r.check
+	r.check = nil
+	if rec == nil {
+		rec = &status.Reload{At: now, Origin: "SIGUSR2"}
+	}
+	rec.Result = status.ReloadReloading
+	r.totals.Last, r.inflight = rec, rec
+	r.sentAt, r.countedAt, r.failedAt = now, time.Time{}, r.failed
+}
+
+// underway reports whether a reload waits for its outcome: the poller
+// should poll fast.
+func (r *reloads) underway() bool {
+	return r.check != nil || r.inflight != nil
+}
+
+// observe takes one successful sample. It returns the reload it ended, if
+// any.
+func (r *reloads) observe(now time.Time, s runtimeapi.Sample) (status.Reload, bool) {
+	defer r.remember(s)
+	if r.counted < 0 {
+		r.counted, r.failed = s.Master.Reloads, s.Master.FailedReloads
+		return status.Reload{}, false
+	}
+	moved := s.Master.Reloads > r.counted
+	if moved && r.inflight == nil {
+		// A reload hapsuper did not send.
+		r.inflight = &status.Reload{At: now, Result: status.ReloadReloading, Origin: "master CLI"}
+		r.totals.Last, r.sentAt, r.failedAt = r.inflight, time.Time{}, r.failed
+	}
+	if moved {
+		r.countedAt = now
+	}
+	r.counted, r.failed = s.Master.Reloads, s.Master.FailedReloads
+	if r.inflight == nil {
+		return status.Reload{}, false
+	}
+	if w, ok := r.newWorker(s); ok && !r.countedAt.IsZero() {
+		return r.finish(now, status.ReloadOK, w, ""), true
+	}
+	switch {
+	case r.countedAt.IsZero() && !r.sentAt.IsZero() && now.Sub(r.sentAt) >= reloadTimeout:
+		return r.finish(now, status.ReloadFailed, 0, fmt.Sprintf("the master counted no reload %s after SIGUSR2: it did not take the signal (HAProxy 3.2.9-3.2.10 and 3.3.0 block signals after a failed reload)", reloadTimeout)), true
+	case r.countedAt.IsZero():
+		return status.Reload{}, false
+	case s.Master.FailedReloads > r.failedAt, now.Sub(r.countedAt) >= reloadSettle:
+		return r.finish(now, status.ReloadFailed, 0, "HAProxy did not load the new configuration (its alerts are in the log above): "+serving(s)), true
+	}
+	return status.Reload{}, false
+}
+
+// newWorker returns a current worker that was not there before the reload
+// and answered the sample (a worker still loading does not). It may be
+// stopping already: a soft stop that came just after the reload.
+func (r *reloads) newWorker(s runtimeapi.Sample) (int, bool) {
+	for _, w := range s.Workers {
+		if !w.Process.Old && !r.seen[w.Process.PID] {
+			return w.Process.PID, true
+		}
+	}
+	return 0, false
+}
+
+func (r *reloads) remember(s runtimeapi.Sample) {
+	for _, w := range s.Workers {
+		r.seen[w.Process.PID] = true
+	}
+	for _, p := range s.Skipped {
+		r.seen[p.PID] = true
+	}
+}
+
+// finish ends the reload in flight.
+func (r *reloads) finish(now time.Time, res status.ReloadResult, worker int, detail string) status.Reload {
+	rec := r.inflight
+	r.inflight = nil
+	return r.end(rec, now, res, worker, detail)
+}
+
+// end sets rec's outcome and counts it.
+func (r *reloads) end(rec *status.Reload, now time.Time, res status.ReloadResult, worker int, detail string) status.Reload {
+	rec.Result, rec.Ended, rec.Worker, rec.Detail = res, now, worker, detail
+	switch res {
+	case status.ReloadOK:
+		r.totals.OK++
+	case status.ReloadRefused:
+		r.totals.Refused++
+	case status.ReloadFailed:
+		r.totals.Failed++
+	}
+	return *rec
+}
+
+// snapshot is the reloads as status shows them, the one being checked as
+// the last; the caller may keep it.
+func (r *reloads) snapshot() status.Reloads {
+	t := r.totals
+	if r.check != nil {
+		t.Last = r.check
+	}
+	if t.Last != nil {
+		last := *t.Last
+		t.Last = &last
+	}
+	return t
+}
+
+// serving names the workers that serve in s: the ones not stopping.
+func serving(s runtimeapi.Sample) string {
+	var pids []int
+	for _, w := range s.Workers {
+		if !w.Info.Stopping {
+			pids = append(pids, w.Process.PID)
+		}
+	}
+	if len(pids) == 0 {
+		return "no worker serves"
+	}
+	return fmt.Sprintf("worker %v still serves the previous configuration", pids)
+}
+
+// refusedNow records a reload asked now whose check could not start.
+func (r *reloads) refusedNow(now time.Time, origin, detail string) status.Reload {
+	r.checking(now, origin)
+	return r.refused(now, detail)
+}
