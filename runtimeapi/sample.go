@@ -24,6 +24,13 @@ type Sample struct {
 	// (or could no longer be reached) before their counters were read. They
 	// are not in Workers.
 	Skipped []Process
+	// Unreachable lists the current workers that show proc listed but
+	// whose CLI the master could not reach ("Can't find the target PID",
+	// "Can't connect to the target CLI!"): HAProxy 3.1+ lists a new worker
+	// while it still loads its configuration, and it answers only once it
+	// serves. They are not in Workers; whether that is a worker that never
+	// served or one that stopped answering is the caller's to tell.
+	Unreachable []Process
 }
 
 // maxWorkersPerLine bounds the workers asked on one command line: the master
@@ -41,9 +48,11 @@ const maxWorkersPerLine = 16
 // "Can't connect to the target CLI!" (it is exiting), or closes the
 // connection exactly where that worker's output would begin (it is exiting).
 // Either way nothing after it on the line runs, so the workers after it are
-// asked again on a new line. The same for a current worker, an error answer,
-// or a reply cut inside an output fails the whole Sample; errors name the
-// worker and the command, e.g. "show stat on worker 1234: ...".
+// asked again on a new line. A current worker the master answers the first
+// two for is recorded in Unreachable (3.2 lists a worker that still loads
+// its configuration so). A current worker whose reply is cut, an error
+// answer, or a reply cut inside an output fails the whole Sample; errors
+// name the worker and the command, e.g. "show stat on worker 1234: ...".
 func (c *Client) Sample(ctx context.Context) (Sample, error) {
 	procs, err := c.ShowProc(ctx)
 	if err != nil {
@@ -58,10 +67,16 @@ func (c *Client) Sample(ctx context.Context) (Sample, error) {
 		if err == nil {
 			continue
 		}
-		if !workerGone(err) || !pending[0].Old {
+		switch {
+		case len(pending) == 0: // no worker to blame
+			return Sample{}, err
+		case pending[0].Old && workerGone(err):
+			s.Skipped = append(s.Skipped, pending[0])
+		case !pending[0].Old && (errors.Is(err, ErrNoSuchProcess) || errors.Is(err, ErrWorkerUnreachable)):
+			s.Unreachable = append(s.Unreachable, pending[0])
+		default:
 			return Sample{}, err
 		}
-		s.Skipped = append(s.Skipped, pending[0])
 		pending = pending[1:]
 	}
 	return s, nil

@@ -114,7 +114,7 @@ func FuzzSample(f *testing.F) {
 			t.Fatalf("Sample used %d connections for %d workers (limit %d); err %v", conns, len(listed), limit, r.err)
 		}
 		if r.err != nil {
-			if r.s.Master.PID != 0 || r.s.Workers != nil || r.s.Skipped != nil {
+			if r.s.Master.PID != 0 || r.s.Workers != nil || r.s.Skipped != nil || r.s.Unreachable != nil {
 				t.Fatalf("error %v with a non-zero Sample %+v", r.err, r.s)
 			}
 			return
@@ -140,6 +140,12 @@ func FuzzSample(f *testing.F) {
 		for _, p := range r.s.Skipped {
 			if !p.Old {
 				t.Fatalf("current worker %d skipped", p.PID)
+			}
+			accounted = append(accounted, p)
+		}
+		for _, p := range r.s.Unreachable {
+			if p.Old {
+				t.Fatalf("old worker %d unreachable: it must be skipped", p.PID)
 			}
 			accounted = append(accounted, p)
 		}

@@ -128,8 +128,8 @@ func TestSampleWorkerTrouble(t *testing.T) {
 		name    string
 		trouble map[int]string
 		// success: workers sampled, skipped, lines sent after show proc
-		workers, skipped []int
-		lines            []string
+		workers, skipped, unreachable []int
+		lines                         []string
 		// failure
 		wantIs  error
 		wantMsg string
@@ -146,10 +146,10 @@ func TestSampleWorkerTrouble(t *testing.T) {
 			workers: []int{4288, 4005}, skipped: []int{4006}, lines: []string{first}},
 		{name: "every old worker gone", trouble: map[int]string{4005: gone, 4006: exiting},
 			workers: []int{4288}, skipped: []int{4005, 4006}, lines: []string{first, again}},
-		{name: "current worker gone is an error", trouble: map[int]string{4288: gone},
-			wantIs: ErrNoSuchProcess, wantMsg: "show info on worker 4288: no such process"},
-		{name: "current worker unreachable is an error", trouble: map[int]string{4288: unreachable},
-			wantIs: ErrWorkerUnreachable, wantMsg: "show info on worker 4288: worker unreachable"},
+		{name: "current worker gone is unreachable, the rest asked again", trouble: map[int]string{4288: gone},
+			workers: []int{4005, 4006}, unreachable: []int{4288}, lines: []string{first, "@!4005 show info; @!4005 show stat -1 1 -1; @!4006 show info; @!4006 show stat -1 1 -1"}},
+		{name: "current worker unreachable (3.2: still loading)", trouble: map[int]string{4288: unreachable},
+			workers: []int{4005, 4006}, unreachable: []int{4288}, lines: []string{first, "@!4005 show info; @!4005 show stat -1 1 -1; @!4006 show info; @!4006 show stat -1 1 -1"}},
 		{name: "current worker closing is an error", trouble: map[int]string{4288: exitingStat},
 			wantIs: ErrPartialReply, wantMsg: "show stat on worker 4288: partial reply"},
 		{name: "reply cut inside an old worker's output is an error", trouble: map[int]string{4005: cutInside},
@@ -177,6 +177,9 @@ func TestSampleWorkerTrouble(t *testing.T) {
 			}
 			if got := procPIDs(s.Skipped); fmt.Sprint(got) != fmt.Sprint(tc.skipped) {
 				t.Errorf("skipped %v, want %v", got, tc.skipped)
+			}
+			if got := procPIDs(s.Unreachable); fmt.Sprint(got) != fmt.Sprint(tc.unreachable) {
+				t.Errorf("unreachable %v, want %v", got, tc.unreachable)
 			}
 			if got := f.received()[1:]; fmt.Sprint(got) != fmt.Sprint(tc.lines) {
 				t.Errorf("lines after show proc:\n%q\nwant\n%q", got, tc.lines)

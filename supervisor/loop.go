@@ -41,6 +41,8 @@ type loop struct {
 
 	ready    bool
 	lastObs  observation
+	lastGood time.Time // when the last successful poll began
+	lastBad  time.Time // when the last failed poll began
 	softAt   time.Time // when SIGUSR1 was last sent for the soft stop
 	hardAt   time.Time // when the hard stop was sent
 	killed   bool      // SIGKILL sent to the process group
@@ -126,9 +128,11 @@ func (l *loop) onObservation(o observation) {
 	l.lastObs = o
 	l.drain.Observe(o.obs)
 	if o.obs.Err != nil {
+		l.lastBad = o.started
 		l.log.Debug("poll failed", "err", o.obs.Err)
 		return
 	}
+	l.lastGood = o.started
 	if !l.ready && len(o.sample.Workers) > 0 {
 		l.markReady("master CLI")
 	}
@@ -136,6 +140,21 @@ func (l *loop) onObservation(o observation) {
 		l.logReload(rec)
 	}
 	l.checkSoftStop(o)
+}
+
+// resendBlind sends the soft stop again when polls begun after it failed
+// and none succeeded for softStopRetry: a master that re-executes, or a
+// 3.2 master whose new worker still loads, refuses or fails polls, and may
+// drop the SIGUSR1 meanwhile. A SIGUSR1 to a master that took it already
+// is harmless.
+func (l *loop) resendBlind(now time.Time) {
+	if l.softAt.IsZero() || !l.hardAt.IsZero() || now.Sub(l.softAt) < softStopRetry ||
+		l.lastGood.After(l.softAt) || !l.lastBad.After(l.softAt) {
+		return
+	}
+	l.log.Warn("soft stop not confirmed: the master CLI does not answer; sending it again", "since_s", now.Sub(l.softAt).Seconds())
+	l.softAt = now
+	l.signalMaster(syscall.SIGUSR1)
 }
 
 // checkSoftStop sends the soft stop again, until the hard stop, while a
@@ -201,6 +220,7 @@ func (l *loop) step() {
 		l.hardAt = now
 	}
 	l.checkTimeout(now)
+	l.resendBlind(now)
 	if !l.hardAt.IsZero() && !l.killed && now.Sub(l.hardAt) >= killAfter(l.settings.Margin) {
 		l.log.Error("haproxy did not exit after the hard stop: killing its process group", "pid", l.master)
 		l.killGroup()

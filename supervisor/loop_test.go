@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"syscall"
@@ -150,6 +151,12 @@ func (sc *scenario) poll(off time.Duration, ws ...worker) {
 	sc.event(off, func() { sc.l.onObservation(o) })
 }
 
+// pollFailed is a poll that started and failed at off.
+func (sc *scenario) pollFailed(off time.Duration) {
+	o := observation{started: t0.Add(off), obs: drain.Observation{At: t0.Add(off), Err: errors.New("connection refused")}}
+	sc.event(off, func() { sc.l.onObservation(o) })
+}
+
 // exit is the master's exit with code, seen at the tick at off.
 func (sc *scenario) exit(off time.Duration, code int) {
 	sc.master.code, sc.master.gone = code, true
@@ -220,6 +227,31 @@ func TestLoopSoftStopRetryServingOldWorker(t *testing.T) {
 	sc.poll(sec(4), worker{pid: 100, old: true, stopping: true})
 	sc.poll(sec(4.5), worker{pid: 100, old: true, stopping: true})
 	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.5s")
+}
+
+// While polls fail after the soft stop (a master that re-executes, or a
+// 3.2 master whose new worker still loads, drops a SIGUSR1 then), the soft
+// stop is sent again every 500ms until a poll succeeds; one that shows
+// every worker stopping ends the resending.
+func TestLoopSoftStopResentWhilePollsFail(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.signal(sec(1), syscall.SIGTERM)
+	sc.poll(sec(3), worker{pid: 100})
+	sc.wantSent("SIGUSR1@3s")
+	sc.tick(sec(3.6)) // no poll since: nothing known to be wrong
+	sc.wantSent("SIGUSR1@3s")
+	sc.pollFailed(sec(3.7))
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.7s")
+	sc.pollFailed(sec(3.9))
+	sc.tick(sec(4.1))
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.7s")
+	sc.tick(sec(4.2))
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.7s", "SIGUSR1@4.2s")
+	sc.poll(sec(4.3), worker{pid: 100, stopping: true})
+	sc.pollFailed(sec(4.5))
+	sc.tick(sec(5))
+	sc.tick(sec(6))
+	sc.wantSent("SIGUSR1@3s", "SIGUSR1@3.7s", "SIGUSR1@4.2s")
 }
 
 // A worker that never reports Stopping gets no soft stop after the hard

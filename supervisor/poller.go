@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
@@ -33,6 +34,7 @@ type poller struct {
 	ignore   map[string]bool // frontends whose traffic does not count
 	graceful map[string]bool // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful)
 	now      func() time.Time
+	answered map[int]bool // workers that answered a sample, of those show proc still lists
 }
 
 // run polls until ctx ends, fast until the loop says otherwise. Each poll
@@ -122,9 +124,18 @@ type observation struct {
 // HTTP that the configuration makes graceful), stot + req_tot for the others
 // (an HTTP frontend the inspection did not see, added by a reload, is one).
 // All only grow within one worker.
+//
+// A current worker that the master could not reach (Sample.Unreachable) is
+// one that still loads its configuration when it never answered before: it
+// has served nothing, and is left out. One that answered before makes the
+// observation fail: its counters would be missing.
 func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 	o := drain.Observation{At: p.now(), Err: err}
 	if err != nil {
+		return o
+	}
+	if err := p.remember(s); err != nil {
+		o.Err = err
 		return o
 	}
 	for _, w := range s.Workers {
@@ -143,6 +154,34 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 		o.Workers = append(o.Workers, dw)
 	}
 	return o
+}
+
+// remember records the workers that answered s, forgetting those show proc
+// no longer lists, and fails when a worker that answered before is
+// unreachable now.
+func (p *poller) remember(s runtimeapi.Sample) error {
+	listed := make(map[int]bool, len(s.Workers)+len(s.Skipped)+len(s.Unreachable))
+	for _, w := range s.Workers {
+		listed[w.Process.PID] = true
+	}
+	for _, w := range s.Unreachable {
+		if p.answered[w.PID] {
+			return fmt.Errorf("current worker %d stopped answering the master CLI: its counters cannot be read", w.PID)
+		}
+		listed[w.PID] = true
+	}
+	for pid := range p.answered {
+		if !listed[pid] {
+			delete(p.answered, pid)
+		}
+	}
+	if p.answered == nil {
+		p.answered = make(map[int]bool, len(s.Workers))
+	}
+	for _, w := range s.Workers {
+		p.answered[w.Process.PID] = true
+	}
+	return nil
 }
 
 // finishing reports whether w is an old worker finishing its sessions:

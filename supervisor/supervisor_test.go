@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +124,20 @@ func TestPollerObserve(t *testing.T) {
 	}
 	if w := o.Workers[2]; w.PID != 5 || w.Old {
 		t.Errorf("worker listed old that does not stop = %+v, want current (not old)", w)
+	}
+	// 3.2 lists a worker that still loads its configuration, and the
+	// master cannot reach it yet: left out while it never answered, an
+	// error once it did.
+	loading := runtimeapi.Sample{Workers: s.Workers[:1], Unreachable: []runtimeapi.Process{{PID: 8}}}
+	if o := p.observe(loading, nil); o.Err != nil || len(o.Workers) != 1 {
+		t.Errorf("a worker still loading = %+v, want no error and the one that answered", o)
+	}
+	answered := runtimeapi.Sample{Workers: []runtimeapi.WorkerSample{s.Workers[0], {Process: runtimeapi.Process{PID: 8}}}}
+	if o := p.observe(answered, nil); o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	if o := p.observe(loading, nil); o.Err == nil || !strings.Contains(o.Err.Error(), "worker 8 stopped answering") {
+		t.Errorf("a worker that answered before, unreachable now: err %v, want it named", o.Err)
 	}
 	failed := p.observe(runtimeapi.Sample{}, errors.New("boom"))
 	if failed.Err == nil || len(failed.Workers) != 0 {

@@ -32,6 +32,13 @@ type statusDoc struct {
 		} `json:"conditions"`
 	} `json:"drain"`
 	Workers []statusWorker `json:"workers"`
+	Reloads struct {
+		OK, Refused, Failed int
+		Last                *struct {
+			Result, Origin, Detail string
+			Worker                 int
+		}
+	} `json:"reloads"`
 }
 
 // statusWorker is one HAProxy worker in the status document.
