@@ -147,24 +147,25 @@ func EnvName(flagName string) string {
 }
 
 // Parse reads the run command's arguments (without the program name and the
-// subcommand) and the HAPSUPER_* variables from getenv (nil means none); a
-// flag wins over its variable. The arguments after a literal `--` are
+// subcommand) and the HAPSUPER_* variables from lookupEnv (os.LookupEnv;
+// nil means none); a flag wins over its variable, and a variable that is
+// set but empty is an error (a broken template leaves one so). The arguments after a literal `--` are
 // HAProxy's command, binary first. -h or --help returns flag.ErrHelp; a
 // command line that cannot be read returns a *UsageError.
-func Parse(args []string, getenv func(string) string) (Settings, error) {
-	return ParseWith(args, getenv, nil)
+func Parse(args []string, lookupEnv func(string) (string, bool)) (Settings, error) {
+	return ParseWith(args, lookupEnv, nil)
 }
 
 // ParseWith is Parse for a command that takes run's flags and its own:
 // extra, when not nil, defines them on the flag set before parsing.
-func ParseWith(args []string, getenv func(string) string, extra func(*flag.FlagSet)) (Settings, error) {
+func ParseWith(args []string, lookupEnv func(string) (string, bool), extra func(*flag.FlagSet)) (Settings, error) {
 	flagArgs, command, hasCommand := splitCommand(args)
 	s := defaults()
 	fs := newFlagSet(&s)
 	if extra != nil {
 		extra(fs)
 	}
-	fromEnv, envErr := applyEnv(fs, getenv)
+	fromEnv, envErr := applyEnv(fs, lookupEnv)
 	if err := ParseFlags(fs, flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Settings{}, err // help, even with a bad variable
@@ -221,16 +222,20 @@ func splitCommand(args []string) (flags, command []string, hasCommand bool) {
 }
 
 // applyEnv sets every flag whose variable is set and returns which ones.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool, error) {
+func applyEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (map[string]bool, error) {
 	fromEnv := map[string]bool{}
-	if getenv == nil {
+	if lookupEnv == nil {
 		return fromEnv, nil
 	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := EnvName(f.Name)
-		v := getenv(name)
-		if err != nil || v == "" {
+		v, set := lookupEnv(name)
+		if err != nil || !set {
+			return
+		}
+		if v == "" {
+			err = &UsageError{fmt.Errorf("environment variable %s is set but empty: unset it for the default of --%s, or give it a value", name, f.Name)}
 			return
 		}
 		if e := f.Value.Set(v); e != nil {
@@ -308,4 +313,28 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("lb-deregistration-delay", s.LBDeregistrationDelay.String()),
 		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
 	}
+}
+
+// UnknownEnv returns a warning for every HAPSUPER_* variable of environ
+// (os.Environ) that sets no run flag: a misspelt name is otherwise ignored
+// without a word. The warning names the closest variable hapsuper reads.
+func UnknownEnv(environ []string) []string {
+	s := defaults()
+	fs := newFlagSet(&s)
+	known := map[string]bool{}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { known[EnvName(f.Name)] = true; names = append(names, EnvName(f.Name)) })
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "HAPSUPER_") || known[name] {
+			continue
+		}
+		w := fmt.Sprintf("environment variable %s sets nothing: hapsuper reads no such variable", name)
+		if near := Closest(name, names); near != "" {
+			w += "; did you mean " + near + "?"
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -60,14 +60,14 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, args, grace, margin, maxWait, quiet, poll, signals string) {
 		values := []string{grace, margin, maxWait, quiet, poll, signals}
-		getenv := func(name string) string {
-			if i := slices.Index(fuzzedEnv, name); i >= 0 {
-				return values[i]
+		lookupEnv := func(name string) (string, bool) { // an empty seed value is an unset variable
+			if i := slices.Index(fuzzedEnv, name); i >= 0 && values[i] != "" {
+				return values[i], true
 			}
-			return ""
+			return "", false
 		}
 		argv := fuzzArgs(args)
-		s, err := Parse(argv, getenv)
+		s, err := Parse(argv, lookupEnv)
 		if err != nil {
 			if err.Error() == "" || !reflect.DeepEqual(s, Settings{}) {
 				t.Fatalf("Parse(%q) failed with %q and settings %+v", argv, err, s)
@@ -98,8 +98,13 @@ func checkSettings(t *testing.T, argv []string, s Settings) {
 		fail("some stop signal")
 	}
 	for _, sig := range s.StopSignals {
-		if sig < 1 || sig > 64 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP || sig == syscall.SIGCHLD {
-			fail("stop signals that can be caught and are not SIGCHLD")
+		switch sig {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPIPE, syscall.SIGPROF,
+			syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS:
+			fail("stop signals that can be caught and that neither the reaper nor the Go runtime uses")
+		}
+		if sig < 1 || sig > 64 {
+			fail("stop signals in 1..64")
 		}
 	}
 	if len(s.HAProxy) == 0 || strings.HasPrefix(s.HAProxy[0], "-") {

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-func env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -70,8 +70,6 @@ func TestParse(t *testing.T) {
 			func(s Settings) any { return s.WithdrawnQuietPeriod }, 3 * time.Second},
 		{"withdrawn quiet from env", nil, map[string]string{"HAPSUPER_WITHDRAWN_QUIET_PERIOD": "500ms"},
 			func(s Settings) any { return s.WithdrawnQuietPeriod }, 500 * time.Millisecond},
-		{"empty env is unset", nil, map[string]string{"HAPSUPER_QUIET_PERIOD": ""},
-			func(s Settings) any { return s.QuietPeriod }, 2 * time.Second},
 		{"ignore frontends", []string{"--ignore-frontends", "stats, healthz,,"}, nil,
 			func(s Settings) any { return s.IgnoreFrontends }, []string{"stats", "healthz"}},
 		{"ignore frontends from env", nil, map[string]string{"HAPSUPER_IGNORE_FRONTENDS": "stats"},
@@ -169,6 +167,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{"HAPSUPER_STOP_SIGNALS", "SIGSTOP cannot be caught"}},
 		{"stop signal CHLD", []string{"--stop-signals", "sigchld"}, nil,
 			[]string{"SIGCHLD", "reaper"}},
+		{"stop signal URG (Go's preemption)", []string{"--stop-signals", "SIGTERM,SIGURG"}, nil,
+			[]string{"SIGURG is raised by the Go runtime"}},
+		{"stop signal PIPE from env", nil, map[string]string{"HAPSUPER_STOP_SIGNALS": "PIPE"},
+			[]string{"HAPSUPER_STOP_SIGNALS", "SIGPIPE is raised"}},
 		{"stop signal unknown", []string{"--stop-signals", "SIGFOO"}, nil,
 			[]string{`unknown signal "SIGFOO"`}},
 		{"stop signals empty", []string{"--stop-signals", ","}, nil,
@@ -177,6 +179,12 @@ func TestParseErrors(t *testing.T) {
 			[]string{"-log-format", "use one of text, json"}},
 		{"routing mode", nil, map[string]string{"HAPSUPER_ROUTING": "ipvs"},
 			[]string{"HAPSUPER_ROUTING", "use one of auto, off, endpointslices, kube-proxy"}},
+		{"HAProxy's -S on TCP", []string{"--", "haproxy", "-S", "ipv4@127.0.0.1:9999", "-f", "x.cfg"}, nil,
+			[]string{"-S ipv4@127.0.0.1:9999", "unix socket"}},
+		{"relative master socket", []string{"--master-socket", "run/master.sock"}, nil,
+			[]string{"--master-socket run/master.sock", "absolute path"}},
+		{"variable set but empty", nil, map[string]string{"HAPSUPER_GRACE_PERIOD": ""},
+			[]string{"HAPSUPER_GRACE_PERIOD is set but empty", "unset it"}},
 		{"empty status socket", []string{"--status-socket="}, nil,
 			[]string{"--status-socket", "is empty"}},
 		{"empty master socket from -S", []string{"--", "haproxy", "-S", "unix@"}, nil,
@@ -218,7 +226,7 @@ func TestParseErrors(t *testing.T) {
 func TestParseHelp(t *testing.T) {
 	badEnv := env(map[string]string{"HAPSUPER_GRACE_PERIOD": "thirty"}) // help must still print
 	for _, arg := range []string{"-h", "--help"} {
-		for _, getenv := range []func(string) string{nil, badEnv} {
+		for _, getenv := range []func(string) (string, bool){nil, badEnv} {
 			if _, err := Parse([]string{arg}, getenv); !errors.Is(err, flag.ErrHelp) {
 				t.Errorf("Parse(%q) error = %v, want flag.ErrHelp", arg, err)
 			}
@@ -245,5 +253,17 @@ func TestSettingsString(t *testing.T) {
 	slog.New(slog.NewTextHandler(&b, nil)).Info("settings", "settings", s)
 	if !strings.Contains(b.String(), "settings.max-wait=18.666s") {
 		t.Errorf("LogValue logged %q, want settings.max-wait=18.666s", b.String())
+	}
+}
+
+func TestUnknownEnv(t *testing.T) {
+	got := UnknownEnv([]string{"HAPSUPER_GRACE_PERIOD=30s", "HAPSUPER_GRACE_PERIODS=30s", "HAPSUPER_SOMETHING_ELSE_ENTIRELY=1", "PATH=/bin", "HAPSUPER_QUIET=2s"})
+	want := []string{
+		"environment variable HAPSUPER_GRACE_PERIODS sets nothing: hapsuper reads no such variable; did you mean HAPSUPER_GRACE_PERIOD?",
+		"environment variable HAPSUPER_SOMETHING_ELSE_ENTIRELY sets nothing: hapsuper reads no such variable",
+		"environment variable HAPSUPER_QUIET sets nothing: hapsuper reads no such variable; did you mean HAPSUPER_QUIET_PERIOD?",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("UnknownEnv =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

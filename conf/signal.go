@@ -54,13 +54,18 @@ func SignalName(sig syscall.Signal) string {
 }
 
 // parseStopSignal reads one stop signal and refuses those that cannot serve:
-// SIGKILL and SIGSTOP cannot be caught, SIGCHLD belongs to the reaper.
+// SIGKILL and SIGSTOP cannot be caught, SIGCHLD belongs to the reaper, and
+// the Go runtime raises or uses some by itself (SIGURG preempts goroutines,
+// SIGPIPE comes with a write to a closed pipe, SIGPROF with profiling, the
+// fault signals with a crash), so a drain would start with no one asking.
 func parseStopSignal(s string) (syscall.Signal, error) {
 	sig, err := ParseSignal(s)
 	if err != nil {
 		return 0, err
 	}
 	switch sig {
+	case syscall.SIGURG, syscall.SIGPIPE, syscall.SIGPROF, syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS:
+		return 0, fmt.Errorf("%s is raised by the Go runtime or the kernel on its own (preemption, broken pipes, profiling, faults), so it would start drains nobody asked for: use SIGTERM or SIGUSR1", SignalName(sig))
 	case syscall.SIGKILL, syscall.SIGSTOP:
 		return 0, fmt.Errorf("%s cannot be caught, so it cannot start a drain: use SIGTERM or SIGUSR1", SignalName(sig))
 	case syscall.SIGCHLD:

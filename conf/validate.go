@@ -2,6 +2,8 @@ package conf
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -24,6 +26,14 @@ func validate(s Settings, src source) error {
 		if p.v == "" {
 			return fmt.Errorf("%s is empty: give a path, or leave it out for the default", src.label(p.name, `""`))
 		}
+	}
+	if a := scanArgv(s.HAProxy); a.s != "" {
+		if addr, _, _ := strings.Cut(a.s, ","); !strings.HasPrefix(addr, "/") && !strings.HasPrefix(addr, "unix@/") {
+			return fmt.Errorf("-S %s in HAProxy's command is not a unix socket path: hapsuper drives HAProxy over its admin master CLI and must not put it on the network; use -S /path/master.sock, or drop -S for --master-socket", a.s)
+		}
+	}
+	if !filepath.IsAbs(s.MasterSocket) {
+		return fmt.Errorf("%s must be an absolute path (the master CLI is a unix socket HAProxy creates): give one", src.label("master-socket", s.MasterSocket))
 	}
 	if s.HAProxy[0] == "" {
 		return fmt.Errorf("HAProxy's command after -- starts with an empty binary name: give the haproxy binary or its flags")

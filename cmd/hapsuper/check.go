@@ -35,7 +35,7 @@ func checkFlags() []conf.Flag {
 // checkCommand runs the preflight with run's flags and environment.
 func checkCommand(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
-	s, err := conf.ParseWith(args, os.Getenv, func(fs *flag.FlagSet) {
+	s, err := conf.ParseWith(args, os.LookupEnv, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, jsonFlag.Name, false, jsonFlag.Meaning)
 	})
 	var usage *conf.UsageError

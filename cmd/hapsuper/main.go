@@ -14,8 +14,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/lmittmann/tint"
 
@@ -64,7 +66,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) int {
 // prints the command's help (the overview for the default command), on an
 // error the error; done says the command must return code.
 func parseRun(name string, args []string, stdout, stderr io.Writer) (s conf.Settings, code int, done bool) {
-	s, err := conf.Parse(args, os.Getenv)
+	s, err := conf.Parse(args, os.LookupEnv)
 	var usage *conf.UsageError
 	switch {
 	case err == nil:
@@ -86,10 +88,19 @@ func parseRun(name string, args []string, stdout, stderr io.Writer) (s conf.Sett
 	return s, supervisor.ExitConfig, true
 }
 
-// supervise runs HAProxy under the supervisor until it exits.
+// supervise runs HAProxy under the supervisor until it exits. Its log goes
+// through a logSink, and SIGPIPE is caught: a log reader that stalls or
+// goes away must neither block the drain nor end PID 1 (a write to a
+// closed stderr then fails with EPIPE, which the sink ignores).
 func supervise(s conf.Settings, stderr io.Writer) int {
-	log := newLogger(stderr, s.LogFormat, s.LogLevel)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	sink := newLogSink(stderr)
+	defer sink.Close()
+	log := newLogger(sink, s.LogFormat, s.LogLevel)
 	log.Info("hapsuper starting", "version", versionString(), "settings", s)
+	for _, w := range conf.UnknownEnv(os.Environ()) {
+		log.Warn("unknown variable", "warning", w)
+	}
 	code, err := supervisor.New(s, log, openRouting).WithSignals(earlysignal.Caught()).Run(context.Background())
 	if err != nil {
 		log.Error("hapsuper failed", "err", err, "code", code)
@@ -101,7 +112,11 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{Level: level, NoColor: !isTerminal(w), TimeFormat: "15:04:05.000"}))
+	term := w
+	if s, ok := w.(*logSink); ok {
+		term = s.w
+	}
+	return slog.New(tint.NewHandler(w, &tint.Options{Level: level, NoColor: !isTerminal(term), TimeFormat: "15:04:05.000"}))
 }
 
 func versionString() string {

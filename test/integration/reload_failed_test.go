@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,4 +184,44 @@ func firstLines(s string, n int) string {
 		lines = lines[:n]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// TestReload_PortTaken: a reload whose configuration parses but cannot
+// bind (a new frontend on a port another process holds) passes haproxy -c
+// and is sent; HAProxy refuses it, and hapsuper reports it failed, with
+// the worker that still serves as current, which serves a new client
+// without a failure. What a client sending meanwhile sees is HAProxy's own
+// doing and is only logged: on every version the new process pauses the
+// serving worker's listeners while it retries the bind (about 2 s), and
+// connections are refused until it gives up.
+func TestReload_PortTaken(t *testing.T) {
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, roomy.flags()...)
+		before := s.waitWorkers().currentWorkers()
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		cfg.Probe = taken.Addr().(*net.TCPAddr).Port
+		cfg.write(t, s.dir)
+		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		s.signal(syscall.SIGHUP)
+		d := s.waitReload("failed")
+		cont.stop()
+		t.Logf("HAProxy %s, during a reload that cannot bind: %s", h.name, cont.rec.summary())
+		after := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
+		time.Sleep(time.Second)
+		after.stop()
+		checkNoFailures(t, after.rec)
+		if cur := d.currentWorkers(); len(cur) != 1 || cur[0] != before[0] || !alive(cur[0]) {
+			t.Errorf("current workers %v after the failed reload, want the serving %v", cur, before)
+		}
+		if e, ok := s.Find("reload failed: HAProxy keeps serving the previous configuration", nil); !ok || e.Str("level") != "ERROR" {
+			t.Errorf("no ERROR line says the reload failed (found %v: %+v)", ok, e)
+		}
+		s.stopClean()
+	})
 }

@@ -74,12 +74,11 @@ func tokenVolumes(d *appsv1.Deployment) []corev1.Volume {
 
 // hapsuperEnv is a getenv over the container's literal HAPSUPER_* values,
 // as hapsuper would see them in the pod.
-func hapsuperEnv(c corev1.Container) func(string) string {
-	return func(name string) string {
+func hapsuperEnv(c corev1.Container) func(string) (string, bool) {
+	return func(name string) (string, bool) {
 		if !strings.HasPrefix(name, "HAPSUPER_") {
-			return ""
+			return "", false
 		}
-		v, _ := envValue(c, name)
-		return v
+		return envValue(c, name)
 	}
 }

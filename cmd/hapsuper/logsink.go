@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// logSink writes the supervisor's log lines to stderr from a goroutine of
+// its own, so that a log reader that stalls (a full pipe) or goes away
+// never blocks or ends the loop that decides the drain: as PID 1, a write
+// that blocks freezes the drain, and one that raises SIGPIPE ends the
+// container. Lines that find the queue full are dropped and counted; the
+// count is written before the next line that gets through. A failed write
+// (EPIPE: the reader is gone) drops that line.
+type logSink struct {
+	w       io.Writer
+	lines   chan []byte
+	dropped atomic.Int64
+	closed  atomic.Bool
+	done    chan struct{}
+	once    sync.Once
+}
+
+// logQueue is how many lines wait for a slow reader before lines are dropped.
+const logQueue = 1024
+
+// logFlushTimeout bounds how long Close waits for the queue to reach the
+// reader at exit.
+const logFlushTimeout = time.Second
+
+func newLogSink(w io.Writer) *logSink {
+	s := &logSink{w: w, lines: make(chan []byte, logQueue), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// Write queues a copy of p; it never blocks. slog writes one whole line per
+// call.
+func (s *logSink) Write(p []byte) (int, error) {
+	if s.closed.Load() {
+		return len(p), nil
+	}
+	line := append([]byte(nil), p...)
+	select {
+	case s.lines <- line:
+	default:
+		s.dropped.Add(1)
+	}
+	return len(p), nil
+}
+
+func (s *logSink) run() {
+	defer close(s.done)
+	for line := range s.lines {
+		if line == nil { // Close's mark: everything before it is written
+			return
+		}
+		if n := s.dropped.Swap(0); n > 0 {
+			_, _ = fmt.Fprintf(s.w, "hapsuper: %d log lines dropped: stderr was not read fast enough\n", n)
+		}
+		_, _ = s.w.Write(line)
+	}
+}
+
+// Close stops taking lines and waits, at most logFlushTimeout, for the
+// queued ones to be written. Writes after Close are dropped.
+func (s *logSink) Close() {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		timeout := time.NewTimer(logFlushTimeout)
+		defer timeout.Stop()
+		select {
+		case s.lines <- nil: // the channel is never closed: a racing Write must not panic
+		case <-timeout.C:
+			return
+		}
+		select {
+		case <-s.done:
+		case <-timeout.C:
+		}
+	})
+}
