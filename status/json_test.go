@@ -29,7 +29,7 @@ func TestSnapshotJSONShape(t *testing.T) {
 				{Name: drain.ConditionRouting, Met: false, Detail: "pending (default/web)", PendingNodes: 2},
 			},
 		},
-		Workers:  []Worker{{PID: 11, Old: false, Sessions: 3, Requests: 99, Connections: 40}, {PID: 9, Old: true, Sessions: 1}},
+		Workers: []Worker{{PID: 11, Old: false, Sessions: 3, Requests: 99, Connections: 40}, {PID: 9, Old: true, Sessions: 1}},
 		Reloads: Reloads{OK: 2, Refused: 1, Failed: 1, Last: &Reload{At: sec(1), Result: ReloadFailed, Origin: "master CLI", Ended: sec(1.5),
 			Detail: "HAProxy did not load the new configuration"}},
 		Settings: Settings{GracePeriod: Duration(30 * time.Second), QuietPeriod: Duration(2 * time.Second), WithdrawnQuietPeriod: Duration(time.Second), MaxWait: Duration(18 * time.Second), Margin: Duration(2 * time.Second), PollInterval: Duration(100 * time.Millisecond), Routing: "kube-proxy"},
