@@ -30,10 +30,44 @@ type healthzClient struct {
 	idle map[string]*keptConn
 }
 
-// keptConn is a connection with its read buffer.
+// keptConn is a connection with its read buffer, which reads through the
+// answer's byte budget.
 type keptConn struct {
 	net.Conn
-	r *bufio.Reader
+	r      *bufio.Reader
+	budget *answerBudget
+}
+
+func newKeptConn(conn net.Conn) *keptConn {
+	b := &answerBudget{r: conn}
+	return &keptConn{Conn: conn, r: bufio.NewReaderSize(b, healthzReadBuffer), budget: b}
+}
+
+// maxHealthzAnswer bounds what one answer may take, status line and headers
+// included (http.ReadResponse reads those without a limit: an endless status
+// line from a listener on a node's :10256 grew the process by 600 MB within
+// the request's timeout). kube-proxy's answer is ~450 bytes.
+const maxHealthzAnswer = 16<<10 + maxHealthzBody
+
+// errAnswerTooLong: the node sent more than maxHealthzAnswer bytes.
+var errAnswerTooLong = fmt.Errorf("answer longer than %d bytes: not kube-proxy's healthz", maxHealthzAnswer)
+
+// answerBudget reads from r until left bytes were read, then fails.
+type answerBudget struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *answerBudget) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errAnswerTooLong
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // healthzReadBuffer holds an answer (~450 bytes with headers) in one read;
@@ -67,7 +101,7 @@ func (c *healthzClient) get(ctx context.Context, addr string) (status int, body 
 	if err != nil {
 		return 0, nil, &dialError{err: err}
 	}
-	return c.exchange(ctx, &keptConn{Conn: conn, r: bufio.NewReaderSize(conn, healthzReadBuffer)}, addr, false)
+	return c.exchange(ctx, newKeptConn(conn), addr, false)
 }
 
 // exchange makes one request on kc and keeps kc for the next one when the
@@ -88,6 +122,7 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr string,
 	}
 	stop := context.AfterFunc(ctx, func() { kc.SetDeadline(time.Unix(1, 0)) }) // shutting down: unblock
 	defer stop()
+	kc.budget.left = maxHealthzAnswer
 	if _, err := io.WriteString(kc, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
 		return 0, nil, c.failed(ctx, addr, err, reused)
 	}

@@ -121,3 +121,51 @@ func TestHealthzClientTimeoutAndRefusal(t *testing.T) {
 		t.Errorf("refused: %v, want a dial error", err)
 	}
 }
+
+// A listener on :10256 that sends an endless status line, or endless
+// headers, is cut off after maxHealthzAnswer bytes, well within the
+// request's timeout, with an error that says so; the connection is not kept.
+func TestHealthzClientBoundsTheAnswer(t *testing.T) {
+	for _, tc := range []struct{ name, head string }{
+		{"status line", "HTTP/1.1 200 "},
+		{"header", "HTTP/1.1 200 OK\r\nX-Endless: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var sent atomic.Int64
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				_, _ = conn.Write([]byte(tc.head))
+				chunk := bytes.Repeat([]byte("a"), 4096)
+				for sent.Load() < 64<<20 {
+					n, err := conn.Write(chunk)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+			c := newHealthzClient(func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, ln.Addr().String())
+			}, time.Second)
+			defer c.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			_, _, err = c.get(ctx, "10.0.0.4:10256")
+			if !errors.Is(err, errAnswerTooLong) {
+				t.Fatalf("endless %s: %v, want errAnswerTooLong", tc.name, err)
+			}
+			if len(c.idle) != 0 {
+				t.Errorf("the connection of a too-long answer was kept")
+			}
+		})
+	}
+}
