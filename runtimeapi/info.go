@@ -41,7 +41,7 @@ func parseShowInfo(output string, pid int) (Info, error) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return Info{}, fmt.Errorf("field %s: %w", f.name, err)
+			return Info{}, fmt.Errorf("field %s: %q is not a number", f.name, clip(v))
 		}
 		*f.dst = n
 	}

@@ -66,7 +66,7 @@ func parseShowProc(output string) (Processes, error) {
 			case "workers", "old workers", "programs", "old programs":
 				section = name
 			default:
-				return Processes{}, fmt.Errorf("line %d: unknown section %q", i+2, line)
+				return Processes{}, fmt.Errorf("line %d: unknown section %q", i+2, firstLine(line))
 			}
 			continue
 		}
@@ -86,7 +86,7 @@ func parseShowProc(output string) (Processes, error) {
 			p.Old = true
 			procs.Old = append(procs.Old, p)
 		default:
-			return Processes{}, fmt.Errorf("line %d: unexpected %s %q in section %q", i+2, p.Role, line, section)
+			return Processes{}, fmt.Errorf("line %d: unexpected %s %q in section %q", i+2, clip(p.Role), firstLine(line), section)
 		}
 	}
 	if procs.Master.PID == 0 {
@@ -100,24 +100,24 @@ func parseShowProc(output string) (Processes, error) {
 func parseProcLine(line string) (Process, error) {
 	f := strings.Fields(line)
 	if len(f) < 5 {
-		return Process{}, fmt.Errorf("process line %q has %d fields, want at least 5", line, len(f))
+		return Process{}, fmt.Errorf("process line %q has %d fields, want at least 5", firstLine(line), len(f))
 	}
 	pid, err := strconv.Atoi(f[0])
 	if err != nil || pid <= 0 {
-		return Process{}, fmt.Errorf("process line %q: bad pid %q", line, f[0])
+		return Process{}, fmt.Errorf("process line %q: bad pid %q", firstLine(line), clip(f[0]))
 	}
 	reloads, err := strconv.Atoi(f[2])
 	if err != nil {
-		return Process{}, fmt.Errorf("process line %q: bad reloads %q", line, f[2])
+		return Process{}, fmt.Errorf("process line %q: bad reloads %q", firstLine(line), clip(f[2]))
 	}
 	p := Process{PID: pid, Role: f[1], Reloads: reloads, Uptime: f[len(f)-2], Version: f[len(f)-1]}
 	switch {
 	case len(f) == 7 && f[3] == "[failed:" && strings.HasSuffix(f[4], "]"):
 		if p.FailedReloads, err = strconv.Atoi(strings.TrimSuffix(f[4], "]")); err != nil {
-			return Process{}, fmt.Errorf("process line %q: bad failed count %q", line, f[4])
+			return Process{}, fmt.Errorf("process line %q: bad failed count %q", firstLine(line), clip(f[4]))
 		}
 	case len(f) != 5:
-		return Process{}, fmt.Errorf("process line %q has %d fields, want 5 (or 7 for the master)", line, len(f))
+		return Process{}, fmt.Errorf("process line %q has %d fields, want 5 (or 7 for the master)", firstLine(line), len(f))
 	}
 	return p, nil
 }

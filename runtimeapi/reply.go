@@ -39,9 +39,9 @@ func splitOutputs(reply string, n int) ([]string, error) {
 			if strings.HasPrefix(rest, prefix) {
 				line, after, _ := strings.Cut(rest, "\n")
 				if after != "" {
-					return outputs, fmt.Errorf("unexpected data after %q: %q", line, firstLine(after))
+					return outputs, fmt.Errorf("unexpected data after %q: %q", firstLine(line), firstLine(after))
 				}
-				return outputs, fmt.Errorf("%w: %s", err, line)
+				return outputs, fmt.Errorf("%w: %s", err, firstLine(line))
 			}
 		}
 		if rest == "" {
@@ -113,11 +113,22 @@ func unexpected(output, want string) error {
 	return fmt.Errorf("%w: unexpected output %q, want %s", ErrCLI, firstLine(output), want)
 }
 
-// firstLine returns s up to its first newline, cut to 200 bytes.
+// firstLine returns s up to its first newline, cut to maxQuoted bytes:
+// what HAProxy sent is quoted into errors, the drain's detail and the
+// status reply, so it must stay short whatever HAProxy (or whoever holds
+// the socket) sends.
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
-	if len(line) > 200 {
-		line = line[:200] + "..."
+	return clip(line)
+}
+
+// maxQuoted bounds what an error quotes of a reply.
+const maxQuoted = 200
+
+// clip cuts s to maxQuoted bytes, marking the cut.
+func clip(s string) string {
+	if len(s) > maxQuoted {
+		return s[:maxQuoted] + "..."
 	}
-	return line
+	return s
 }

@@ -114,6 +114,9 @@ func FuzzSample(f *testing.F) {
 			t.Fatalf("Sample used %d connections for %d workers (limit %d); err %v", conns, len(listed), limit, r.err)
 		}
 		if r.err != nil {
+			if n := len(r.err.Error()); n > maxErrorLen {
+				t.Fatalf("error of %d bytes (limit %d): %.300q", n, maxErrorLen, r.err)
+			}
 			if r.s.Master.PID != 0 || r.s.Workers != nil || r.s.Skipped != nil || r.s.Unreachable != nil {
 				t.Fatalf("error %v with a non-zero Sample %+v", r.err, r.s)
 			}

@@ -50,7 +50,7 @@ func parseShowStat(output string) ([]Frontend, error) {
 		}
 		fe, err := frontendRow(row, col)
 		if err != nil {
-			return nil, fmt.Errorf("row %d (%s): %w", n+1, row[col["pxname"]], err)
+			return nil, fmt.Errorf("row %d (%s): %w", n+1, clip(row[col["pxname"]]), err)
 		}
 		frontends = append(frontends, fe)
 	}
@@ -64,13 +64,13 @@ func frontendRow(row []string, col map[string]int) (Frontend, error) {
 	}
 	var err error
 	if fe.Scur, err = strconv.ParseInt(orZero(row[col["scur"]]), 10, 64); err != nil {
-		return Frontend{}, fmt.Errorf("column scur: %w", err)
+		return Frontend{}, fmt.Errorf("column scur: %q is not a number", clip(row[col["scur"]]))
 	}
 	if fe.Stot, err = strconv.ParseUint(orZero(row[col["stot"]]), 10, 64); err != nil {
-		return Frontend{}, fmt.Errorf("column stot: %w", err)
+		return Frontend{}, fmt.Errorf("column stot: %q is not a number", clip(row[col["stot"]]))
 	}
 	if fe.ReqTot, err = strconv.ParseUint(orZero(row[col["req_tot"]]), 10, 64); err != nil {
-		return Frontend{}, fmt.Errorf("column req_tot: %w", err)
+		return Frontend{}, fmt.Errorf("column req_tot: %q is not a number", clip(row[col["req_tot"]]))
 	}
 	return fe, nil
 }
