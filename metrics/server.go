@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/hapsuper/hapsuper/status"
 )
 
@@ -22,7 +20,7 @@ type limits struct {
 	write       time.Duration // from the end of the headers to the end of the reply
 	idle        time.Duration // keep-alive between scrapes
 	maxHeader   int           // bytes
-	connections int           // open at once; more wait in the kernel's backlog
+	connections int           // open at once; more wait (idle keep-alive ones are closed for them: connLimit)
 	shutdown    time.Duration // graceful Shutdown before connections are closed
 }
 
@@ -80,8 +78,10 @@ func handler(c collector) http.Handler {
 }
 
 func serve(ctx context.Context, ln net.Listener, h http.Handler, l limits, log *slog.Logger) error {
+	lim := newConnLimit(ln, l.connections)
 	srv := &http.Server{
 		Handler:           h,
+		ConnState:         lim.connState,
 		ReadHeaderTimeout: l.readHeader,
 		ReadTimeout:       l.read,
 		WriteTimeout:      l.write,
@@ -90,7 +90,7 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, l limits, log *
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(netutil.LimitListener(ln, l.connections)) }()
+	go func() { errc <- srv.Serve(lim) }()
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:

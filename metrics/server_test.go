@@ -252,3 +252,37 @@ func TestServeListenerClosed(t *testing.T) {
 		t.Fatal("Serve did not return within 3s of its listener's close")
 	}
 }
+
+// Idle keep-alive connections holding every slot do not keep a new
+// scraper out: the one idle the longest is closed for it (16 idle
+// keep-alive connections denied the endpoint for their 65 s idle timeout).
+func TestServeIdleKeepAliveDoesNotDeny(t *testing.T) {
+	l := slowLimits() // 2 connections
+	s := startServer(t, status.NewBoard(status.Snapshot{}), l)
+	for range l.connections {
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close() // the connection stays open, idle
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape with %d idle keep-alive connections open: %v", l.connections, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d", resp.StatusCode)
+	}
+}

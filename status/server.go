@@ -17,10 +17,16 @@ import (
 )
 
 const (
-	maxConns       = 16              // concurrent status connections; more wait in the kernel backlog
-	connTimeout    = 2 * time.Second // whole exchange, request and reply
-	maxRequestLine = 256             // bytes
-	maxDiscard     = 64 << 10        // bytes read after a too long request
+	maxConns = 16 // concurrent status connections; more wait in the kernel backlog
+	// requestTimeout bounds the wait for a request line, replyTimeout the
+	// whole exchange. A client sends its line at once: a silent connection
+	// holds a slot for requestTimeout only, so behind a full set of them a
+	// new client is answered within about requestTimeout, well inside the
+	// client's fetch timeout (cmd/hapsuper's, 5 s).
+	requestTimeout = 500 * time.Millisecond
+	replyTimeout   = time.Second
+	maxRequestLine = 256      // bytes
+	maxDiscard     = 64 << 10 // bytes read after a too long request
 	acceptBackoff  = 50 * time.Millisecond
 )
 
@@ -31,9 +37,13 @@ type Server struct {
 	ln    *net.UnixListener
 	path  string
 
-	wg   sync.WaitGroup
-	sem  chan struct{}
-	once sync.Once
+	wg      sync.WaitGroup
+	sem     chan struct{}
+	once    sync.Once
+	closing chan struct{} // closed by Close
+
+	mu    sync.Mutex
+	conns map[*net.UnixConn]bool // being handled, for Close to cut
 }
 
 // Listen creates the socket at path (mode 0600, a stale file is replaced).
@@ -49,41 +59,94 @@ func Listen(path string, board *Board, log *slog.Logger) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("chmod status socket %s: %w", path, err)
 	}
-	return &Server{board: board, log: log, ln: ln, path: path, sem: make(chan struct{}, maxConns)}, nil
+	return &Server{board: board, log: log, ln: ln, path: path, sem: make(chan struct{}, maxConns),
+		closing: make(chan struct{}), conns: map[*net.UnixConn]bool{}}, nil
 }
 
-// Serve accepts connections until Close. It returns nil after Close.
+// Serve accepts connections until Close. It returns nil after Close, once
+// every handler has returned. A slot is taken before a connection is
+// accepted, so no accepted connection waits for one.
 func (s *Server) Serve() error {
 	for {
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.closing:
+			s.wg.Wait()
+			return nil
+		}
 		conn, err := s.ln.AcceptUnix()
 		if errors.Is(err, net.ErrClosed) {
+			<-s.sem
 			s.wg.Wait()
 			return nil
 		}
 		if err != nil {
+			<-s.sem
 			s.log.Warn("status accept failed", "err", err)
 			time.Sleep(acceptBackoff) // e.g. EMFILE: do not spin
 			continue
 		}
-		s.sem <- struct{}{}
+		if !s.track(conn) { // Close came between: not handled
+			conn.Close()
+			<-s.sem
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
-			defer func() { <-s.sem; s.wg.Done() }()
+			defer func() { s.untrack(conn); <-s.sem; s.wg.Done() }()
 			s.handle(conn)
 		}()
 	}
 }
 
-// Close stops Serve and removes the socket file.
+// Close stops Serve, removes the socket file and cuts the connections
+// being handled: the process must not wait on a status client to exit.
 func (s *Server) Close() {
 	s.once.Do(func() {
+		s.mu.Lock()
+		close(s.closing)
+		for c := range s.conns {
+			c.SetDeadline(time.Unix(1, 0))
+		}
+		s.mu.Unlock()
 		s.ln.Close() // unlinks the socket file
 	})
 }
 
+// track records conn as handled; false once Close was called.
+func (s *Server) track(conn *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return false
+	default:
+	}
+	s.conns[conn] = true
+	return true
+}
+
+func (s *Server) untrack(conn *net.UnixConn) {
+	s.mu.Lock()
+	delete(s.conns, conn)
+	s.mu.Unlock()
+}
+
+// setDeadline gives conn d from now, unless Close cut it (under the lock
+// Close sets its deadline with).
+func (s *Server) setDeadline(conn *net.UnixConn, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+	default:
+		conn.SetDeadline(time.Now().Add(d))
+	}
+}
+
 func (s *Server) handle(conn *net.UnixConn) {
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(connTimeout))
+	s.setDeadline(conn, requestTimeout)
 	enc := json.NewEncoder(conn)
 	if err := checkPeer(conn); err != nil {
 		s.log.Warn("status request refused", "err", err)
@@ -100,6 +163,7 @@ func (s *Server) handle(conn *net.UnixConn) {
 	case err != nil && !errors.Is(err, io.EOF):
 		return // timed out or reset: nobody to answer
 	}
+	s.setDeadline(conn, replyTimeout)
 	switch req := strings.TrimSpace(string(line)); req {
 	case "", "status":
 		enc.Encode(s.board.Load())

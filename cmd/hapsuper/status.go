@@ -14,7 +14,10 @@ import (
 	"github.com/hapsuper/hapsuper/status"
 )
 
-const fetchTimeout = 2 * time.Second
+// fetchTimeout bounds one status request: several times the server's hold
+// on a silent connection (status.requestTimeout), so that a client behind a
+// flood of silent ones is still answered.
+const fetchTimeout = 5 * time.Second
 
 // statusFlags are the status command's settings.
 type statusFlags struct {

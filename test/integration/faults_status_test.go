@@ -24,8 +24,8 @@ const statusFloodConns = 200
 // third binary garbage, a third a 256 KiB line) while a client sends for 3 s.
 // The drain does not notice: it ends quiet within the usual window after the
 // client stops, and hapsuper exits 0. `hapsuper status --json` answers
-// within a few seconds during the flood or right after it (during it, the
-// 16 request slots and their 2 s timeout make it wait behind the flood).
+// during the flood (a silent connection holds one of the 16 request slots
+// for 0.5 s only; the client waits 5 s) and right after it.
 func TestFault_StatusSocketFlood(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		b := fast
@@ -58,12 +58,15 @@ func TestFault_StatusSocketFlood(t *testing.T) {
 			t.Errorf("%s: fewer than %d connections, not a flood", flood, statusFloodConns)
 		}
 		checkQuietEnd(t, r.ended, r.cont.rec.lastStart())
-		answered := false
-		for _, q := range append(queries.rec.all(), after) {
-			answered = answered || q.kind == harness.KindOK && q.end.Sub(q.start) <= 3*time.Second
+		ok := queries.rec.where(func(q outcome) bool { return q.kind == harness.KindOK })
+		if len(ok) == 0 {
+			t.Errorf("hapsuper status --json never answered during the flood: %s", queries.rec.summary())
 		}
-		if !answered {
-			t.Errorf("hapsuper status --json answered within 3 s neither during the flood nor right after it")
+		for _, q := range ok {
+			t.Logf("answered during the flood in %s", q.end.Sub(q.start))
+		}
+		if after.kind != harness.KindOK {
+			t.Errorf("hapsuper status --json did not answer right after the flood: %s", after)
 		}
 		if r.code != 0 {
 			t.Errorf("exit code %d, want 0", r.code)
