@@ -240,3 +240,36 @@ func dialUntil(t *testing.T, addr string, limit time.Duration) net.Conn {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A file at the override path that hapsuper did not write (one of the
+// user's -f files, say) is not overwritten; one it wrote is, and so is no
+// file at all.
+func TestWriteOverrideKeepsOthersFiles(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(user, []byte("frontend web\n    bind :80\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := defaults()
+	s.OverrideFile = user
+	err := WriteOverride(s)
+	if err == nil || !strings.Contains(err.Error(), "was not written by hapsuper") {
+		t.Fatalf("WriteOverride over the user's file: %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(user); !strings.Contains(string(b), "frontend web") {
+		t.Fatalf("the user's file was changed: %q", b)
+	}
+	s.OverrideFile = filepath.Join(dir, "override.cfg")
+	for range 2 { // made, then replaced
+		if err := WriteOverride(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "adir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.OverrideFile = filepath.Join(dir, "adir")
+	if err := WriteOverride(s); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("WriteOverride over a directory: %v", err)
+	}
+}

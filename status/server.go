@@ -48,8 +48,8 @@ type Server struct {
 
 // Listen creates the socket at path (mode 0600, a stale file is replaced).
 func Listen(path string, board *Board, log *slog.Logger) (*Server, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale status socket %s: %w", path, err)
+	if err := RemoveStaleSocket(path); err != nil {
+		return nil, fmt.Errorf("status socket: %w", err)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -61,6 +61,26 @@ func Listen(path string, board *Board, log *slog.Logger) (*Server, error) {
 	}
 	return &Server{board: board, log: log, ln: ln, path: path, sem: make(chan struct{}, maxConns),
 		closing: make(chan struct{}), conns: map[*net.UnixConn]bool{}}, nil
+}
+
+// RemoveStaleSocket removes the unix socket a previous run left at path,
+// and nothing else: a regular file, a directory or a symbolic link there
+// is someone else's, and is an error that says so.
+func RemoveStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("%s exists and is not a socket (%v): hapsuper will not delete it; remove it or choose another path", path, fi.Mode().Type())
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	return nil
 }
 
 // Serve accepts connections until Close. It returns nil after Close, once

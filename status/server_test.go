@@ -185,3 +185,31 @@ func TestRender(t *testing.T) {
 		t.Errorf("JSON lacks phase or drain.reason: %s", js.String())
 	}
 }
+
+// A file at the socket path that is not a socket is someone else's: Listen
+// fails and leaves it; a stale socket is replaced.
+func TestListenKeepsWhatIsNotASocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "status.sock")
+	if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(path, NewBoard(Snapshot{}), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "is not a socket") {
+		t.Fatalf("Listen over a regular file: %v, want a refusal", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "keep me" {
+		t.Fatalf("the file was changed: %q, %v", b, err)
+	}
+	os.Remove(path)
+	old, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.SetUnlinkOnClose(false)
+	old.Close() // a stale socket file stays
+	srv, err := Listen(path, NewBoard(Snapshot{}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	srv.Close()
+}

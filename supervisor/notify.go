@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"strings"
+
+	"github.com/hapsuper/hapsuper/status"
 )
 
 // notifyEvent is one sd_notify state HAProxy reported under -Ws.
@@ -24,8 +26,8 @@ type notifyListener struct {
 }
 
 func listenNotify(path string) (*notifyListener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale notify socket %s: %w", path, err)
+	if err := status.RemoveStaleSocket(path); err != nil {
+		return nil, fmt.Errorf("notify socket: %w", err)
 	}
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
