@@ -76,6 +76,14 @@ func (a argv) masterSocket() (string, bool) {
 	return strings.TrimPrefix(addr, "unix@"), addr != ""
 }
 
+// MasterSocketFromCommand reports whether the master socket is the -S of
+// HAProxy's command (the user's, in a place of the user's choosing) rather
+// than --master-socket.
+func (s Settings) MasterSocketFromCommand() bool {
+	_, ok := scanArgv(s.HAProxy).masterSocket()
+	return ok
+}
+
 // Command returns HAProxy's argv: the user's, plus what hapsuper needs when
 // missing — -W (or -Ws when notify; a user's -W becomes -Ws only when notify),
 // -db (a `daemon` line would otherwise detach the master) and
@@ -120,7 +128,10 @@ func (s Settings) ConfigFiles() ([]string, error) {
 			name = filepath.Join(a.chdir, name)
 		}
 		if filepath.Clean(name) == filepath.Clean(s.OverrideFile) {
-			continue
+			if err := checkOverridePath(name); err != nil {
+				return nil, fmt.Errorf("-f %s is also --override-file: %w", name, err)
+			}
+			continue // hapsuper's own file, given again
 		}
 		found, err := configPath(name)
 		if err != nil {

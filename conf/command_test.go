@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -82,7 +83,8 @@ func TestConfigFiles(t *testing.T) {
 		"conf.d/10-global.cfg": "global\n",
 		"conf.d/README.md":     "not a config\n",
 		"conf.d/sub.cfg/x.cfg": "a directory named .cfg is skipped\n",
-		"run/override.cfg":     "global\n",
+		"run/override.cfg":     overrideMark + "\nglobal\n",
+		"run/users.cfg":        "global\n",
 	})
 	// A ConfigMap volume: the names are symbolic links into ..data.
 	writeFiles(t, dir, map[string]string{"cm/..2026_01_01/haproxy.cfg": "global\n"})
@@ -91,10 +93,11 @@ func TestConfigFiles(t *testing.T) {
 
 	p := func(name string) string { return filepath.Join(dir, name) }
 	tests := []struct {
-		name    string
-		haproxy []string
-		want    []string
-		wantErr []string
+		override string // --override-file, relative to the test directory; "" is run/override.cfg
+		name     string
+		haproxy  []string
+		want     []string
+		wantErr  []string
 	}{
 		{name: "one file", haproxy: []string{"haproxy", "-f", p("haproxy.cfg")},
 			want: []string{p("haproxy.cfg")}},
@@ -108,6 +111,8 @@ func TestConfigFiles(t *testing.T) {
 			want: []string{p("haproxy.cfg"), p("conf.d/20-web.cfg")}},
 		{name: "override file left out", haproxy: []string{"haproxy", "-f", p("haproxy.cfg"), "-f", p("run/override.cfg")},
 			want: []string{p("haproxy.cfg")}},
+		{name: "override file one of the user's", override: "run/users.cfg", haproxy: []string{"haproxy", "-f", p("haproxy.cfg"), "-f", p("run/users.cfg")},
+			wantErr: []string{"-f " + p("run/users.cfg") + " is also --override-file", "was not written by hapsuper"}},
 		{name: "missing file", haproxy: []string{"haproxy", "-f", p("haproxy.cfg"), "-f", p("nope.cfg")},
 			wantErr: []string{p("nope.cfg"), "does not exist", "fix the -f path"}},
 		{name: "no -f", haproxy: []string{"haproxy", "-db"},
@@ -115,7 +120,8 @@ func TestConfigFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Parse(append([]string{"--override-file", p("run/override.cfg"), "--"}, tt.haproxy...), nil)
+			override := cmp.Or(tt.override, "run/override.cfg")
+			s, err := Parse(append([]string{"--override-file", p(override), "--"}, tt.haproxy...), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -171,6 +171,19 @@ func (sv *Supervisor) prepare() (conf.Inspection, error) {
 			return conf.Inspection{}, fmt.Errorf("create directory for %s: %w", p, err)
 		}
 	}
+	// What hapsuper keeps must not be replaceable by another user. The
+	// master socket of HAProxy's own -S may live in a directory shared by
+	// design (haproxy-ingress's, with its controller): a warning there.
+	for _, p := range []string{s.StatusSocket, s.OverrideFile, s.MasterSocket} {
+		err := conf.CheckDir(filepath.Dir(p))
+		switch {
+		case err == nil:
+		case p == s.MasterSocket && s.MasterSocketFromCommand():
+			sv.log.Warn("the master CLI socket's directory is not private: another user of the pod could replace the socket and feed the drain false counters", "socket", p, "err", err)
+		default:
+			return conf.Inspection{}, err
+		}
+	}
 	files, err := s.ConfigFiles()
 	if err != nil {
 		return conf.Inspection{}, err

@@ -29,6 +29,10 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 			{name: "HAProxyConfigSyntaxError", broken: true, wantCode: -1, wantText: "haproxy.cfg"},
 			{name: "HAProxyBinaryMissing", binary: "missing", wantCode: 127, wantText: "no-such-haproxy"},
 			{name: "HAProxyBinaryNotExecutable", binary: "noexec", wantCode: 126, wantText: "haproxy-noexec"},
+			{name: "StopSignalTheRuntimeRaises", flags: []string{"--stop-signals", "SIGTERM,SIGURG"}, wantCode: 2, wantText: "SIGURG is raised by the Go runtime"},
+			// {dir} is the test's directory; open/ in it is mode 0777.
+			{name: "StatusSocketInOpenDirectory", flags: []string{"--status-socket", "{dir}/open/status.sock"}, wantCode: 2, wantText: "is writable by other users (mode 0777, no sticky bit)"},
+			{name: "OverrideFileIsTheConfig", flags: []string{"--override-file", "{dir}/haproxy.cfg"}, wantCode: 2, wantText: "was not written by hapsuper"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -45,7 +49,20 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				s := startCommand(t, dir, procOptions{}, supervisorArgs(dir, tc.flags, bin, "-f", cfg.write(t, dir)))
+				if err := os.Mkdir(filepath.Join(dir, "open"), 0o777); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(filepath.Join(dir, "open"), 0o777); err != nil { // past the umask
+					t.Fatal(err)
+				}
+				// The test's flags after supervisorArgs' own paths: the last one wins.
+				args := supervisorArgs(dir, nil)
+				args = args[:len(args)-1] // its "--"
+				for _, f := range tc.flags {
+					args = append(args, strings.ReplaceAll(f, "{dir}", dir))
+				}
+				args = append(args, "--", bin, "-f", cfg.write(t, dir))
+				s := startCommand(t, dir, procOptions{}, args)
 				code, exitAt := s.waitExit(10 * time.Second)
 				out := s.String()
 				t.Logf("exit %d after %s; output:\n%s", code, exitAt.Sub(s.started), out)
