@@ -15,7 +15,7 @@ const haproxyVersionTimeout = 5 * time.Second
 // haproxyVersionRows names the HAProxy version HAProxy's command runs (as
 // `run` reads it, from `haproxy -vv`) and how `run` will learn that it is
 // ready, and WARNs for every known upstream regression of that release:
-// what breaks and the release that fixes it (conf.Regressions).
+// what breaks and the release that fixes it (conf.KnownRegressions).
 func haproxyVersionRows(ctx context.Context, r *Report, argv []string) {
 	const subject = "haproxy version"
 	path, err := exec.LookPath(argv[0])

@@ -84,8 +84,9 @@ func (v HAProxyVersion) SupportsNotify() bool {
 }
 
 // Regression is a known upstream bug of a range of patch releases of one
-// branch that breaks what hapsuper relies on. Releases Branch.First up to
-// Branch.Fixed-1 have it; Branch.Fixed is the first release without it.
+// branch that breaks what hapsuper relies on: releases Major.Minor.First
+// to Major.Minor.(Fixed-1) have it, Major.Minor.Fixed is the first
+// without it.
 type Regression struct {
 	Major, Minor int
 	First, Fixed int // patch levels
@@ -104,10 +105,13 @@ func (r Regression) Affected() string {
 	return fmt.Sprintf("%d.%d.%d–%d.%d.%d", r.Major, r.Minor, r.First, r.Major, r.Minor, r.Fixed-1)
 }
 
-// Regressions are the known upstream regressions, as minimum patch levels
-// per branch. Each was read in HAProxy's own changelogs and commits; a
-// branch not listed was not found affected (3.4.0 has every fix below).
-var Regressions = []Regression{
+// KnownRegressions are the known upstream regressions, as minimum patch
+// levels per branch, each read in HAProxy's own changelogs and commits.
+// 3.4.0 has every fix below. Only the 3.2 and 3.3 ranges were checked:
+// 3.1, whose master-worker model 3.2 inherits, is not judged, and the
+// commit that fixed the thread bug says the change it repairs had reached
+// every stable branch.
+var KnownRegressions = []Regression{
 	{Major: 3, Minor: 2, First: 0, Fixed: 5, Breaks: "with several threads, a soft stop or reload lets threads quit before their connections are done: clients see broken connections during the drain"},
 	{Major: 3, Minor: 2, First: 9, Fixed: 11, Breaks: signalsBlocked},
 	{Major: 3, Minor: 3, First: 0, Fixed: 2, Breaks: signalsBlocked},
@@ -117,13 +121,13 @@ var Regressions = []Regression{
 const signalsBlocked = "after a failed reload the master leaves every signal pending: a later reload (SIGUSR2, SIGHUP), the soft stop (SIGUSR1) and the hard stop (SIGTERM) are never taken, and only SIGKILL at the deadline ends HAProxy"
 
 // Regressions returns the known regressions v has, in the order of
-// Regressions. A development version has none that are known.
+// KnownRegressions. A development version has none that are known.
 func (v HAProxyVersion) Regressions() []Regression {
 	if v.Dev {
 		return nil
 	}
 	var rs []Regression
-	for _, r := range Regressions {
+	for _, r := range KnownRegressions {
 		if v.Major == r.Major && v.Minor == r.Minor && v.Patch >= r.First && v.Patch < r.Fixed {
 			rs = append(rs, r)
 		}

@@ -95,7 +95,7 @@ func TestParseHAProxyVersion_Lines(t *testing.T) {
 // judged affected, the release that fixes it is not, and a later branch
 // does not inherit a branch's bug.
 func TestHAProxyVersion_Regressions(t *testing.T) {
-	threads, signals, signals33, fdLoop := Regressions[0], Regressions[1], Regressions[2], Regressions[3]
+	threads, signals, signals33, fdLoop := KnownRegressions[0], KnownRegressions[1], KnownRegressions[2], KnownRegressions[3]
 	tests := []struct {
 		version string
 		want    []Regression
@@ -127,7 +127,7 @@ func TestHAProxyVersion_Regressions(t *testing.T) {
 			t.Errorf("%s: regressions %v, want %v", tt.version, got, tt.want)
 		}
 	}
-	for _, r := range Regressions {
+	for _, r := range KnownRegressions {
 		if r.Fixed <= r.First || r.Breaks == "" {
 			t.Errorf("regression %+v: want First < Fixed and what it breaks", r)
 		}
