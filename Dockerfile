@@ -8,11 +8,13 @@
 # test/image parses this file and runs its ENTRYPOINT + CMD against a real
 # HAProxy: change them together.
 
-# The official HAProxy image's tag. 3.0 is an LTS branch (supported to 2029);
-# pin an exact patch release so that a rebuild does not change HAProxy behind
-# the operator's back, and raise it on purpose. Other LTS branches (2.6, 2.8,
-# 3.2) work the same: --build-arg HAPROXY_VERSION=2.8.x.
-ARG HAPROXY_VERSION=3.0.11
+# The official HAProxy image's tag. 3.4 is the official image's latest and
+# lts (an LTS branch); pin an exact patch release so that a rebuild does not
+# change HAProxy behind the operator's back, and raise it on purpose.
+# hapsuper is tested against 2.6, 3.0, 3.2 and 3.4; for another LTS branch
+# pass --build-arg HAPROXY_VERSION=3.2.x (3.2: 3.2.15 or later, see
+# `hapsuper check`).
+ARG HAPROXY_VERSION=3.4.8
 
 # Build stage: the Go release that go.mod names, on the build machine's own
 # platform; the binary is cross-compiled for the target platform below.

@@ -1,8 +1,9 @@
 // Package check is hapsuper's preflight (`hapsuper check`): it looks at
 // what a drain would be able to observe where hapsuper runs — the HAProxy
-// configuration, the settings, the pod's identity, the grants of the routing
-// mode, the paths that route to the pod and every node's kube-proxy — and
-// says, row by row, OK, WARN or FAIL with the one thing to change.
+// version and configuration, the settings, the pod's identity, the grants
+// of the routing mode, the paths that route to the pod and every node's
+// kube-proxy — and says, row by row, OK, WARN or FAIL with the one thing
+// to change.
 //
 // It judges with the code the drain uses (conf.Inspect, routing.SurveyPod,
 // routing.PickMode, routing.ProbeKubeProxies), never a copy of it. It

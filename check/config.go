@@ -16,10 +16,12 @@ import (
 // many certificates parses in a few seconds.
 const haproxyCheckTimeout = 20 * time.Second
 
-// configRows checks the HAProxy configuration HAProxy's command loads:
-// HAProxy's own parse when its binary is here, then hapsuper's inspection
-// (the same warnings `run` logs at start), one row per frontend.
+// configRows checks the HAProxy that HAProxy's command runs and the
+// configuration it loads: its version, HAProxy's own parse when its binary
+// is here, then hapsuper's inspection (the same warnings `run` logs at
+// start), one row per frontend.
 func configRows(ctx context.Context, r *Report, s conf.Settings) {
+	haproxyVersionRows(ctx, r, s.HAProxy)
 	files, err := s.ConfigFiles()
 	if err != nil {
 		r.add(AreaConfig, "files", Fail, err.Error(), "point HAProxy's command after -- at the configuration: -- haproxy -f <file>")

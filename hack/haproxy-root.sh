@@ -1,7 +1,8 @@
 #!/bin/sh
 # haproxy-root.sh <version> makes a Debian root holding Debian's HAProxy
 # package of that branch, so that test/integration can run its whole suite
-# against it as well as against the host's bookworm 2.6:
+# against it as well as against the host's bookworm 2.6, and hack/image.sh
+# can make its haproxy stand-in from the Dockerfile's branch:
 #
 #   3.0   Debian trixie     debootstrap --variant=minbase --include=haproxy trixie
 #   3.2   Debian forky      the same with forky (bookworm's debootstrap has no

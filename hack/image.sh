@@ -13,13 +13,14 @@
 # Base images cannot be pulled here, so stand-ins are made once from Debian
 # roots and tagged with the names the Dockerfile uses:
 #
-#   haproxy:<HAPROXY_VERSION>   the Debian trixie root of haproxy-trixie.sh
-#       (HAProxy 3.0 from Debian, as the official 3.0 image is built on
-#       trixie) with what the official image adds: haproxy also at
+#   haproxy:<HAPROXY_VERSION>   the Debian root that haproxy-root.sh makes
+#       for the Dockerfile's branch (3.4: a sid root with experimental's
+#       HAProxy 3.4 package; the official 3.4 image is built on trixie) with
+#       what the official image adds: haproxy also at
 #       /usr/local/sbin/haproxy, user and group haproxy with uid and gid 99
 #       and home /var/lib/haproxy, /usr/local/etc/haproxy, an entrypoint
 #       script, STOPSIGNAL SIGUSR1, WORKDIR /var/lib/haproxy, USER haproxy
-#       and its CMD.
+#       and its CMD. apt's package lists are left out.
 #   golang:<tag of the build stage>   a Debian bookworm root (debootstrap
 #       minbase, ca-certificates, and this machine's CA bundle so that the
 #       module proxy's certificate verifies) with this machine's Go
@@ -45,7 +46,7 @@ cache=${HAPSUPER_IMAGE_CACHE:-/var/cache/hapsuper/image}
 archive=$cache/hapsuper-haproxy.oci.tar
 image=localhost/hapsuper-haproxy:latest
 # standin_rev names the recipe of the stand-ins below: raise it when they change.
-standin_rev=1
+standin_rev=2
 
 if [ "$(id -u)" != 0 ]; then
 	echo "image.sh: buildah's chroot isolation and debootstrap need root; run it as root (CI does)" >&2
@@ -66,6 +67,7 @@ if [ -z "$haproxy_version" ] || [ -z "$golang_tag" ]; then
 	exit 1
 fi
 go_release=${golang_tag%%-*}
+haproxy_branch=${haproxy_version%.*}
 
 mkdir -p "$cache/tmp"
 # One run at a time: the storage is shared and stale containers are removed.
@@ -81,15 +83,17 @@ current() {
 	[ "$(b inspect --type image --format '{{index .OCIv1.Config.Labels "io.hapsuper.standin"}}' "$1" 2>/dev/null)" = "$standin_rev" ]
 }
 
-# standin_haproxy makes haproxy:<version> from the trixie root.
+# standin_haproxy makes haproxy:<version> from the root of its branch.
 standin_haproxy() {
 	name=docker.io/library/haproxy:$haproxy_version
 	current "$name" && { echo "stand-in $name: cached"; return 0; }
-	trixie=$(sh "$root/hack/haproxy-trixie.sh" >&2 && echo "${HAPSUPER_TRIXIE_ROOT:-/var/cache/hapsuper/trixie-haproxy}")
+	sh "$root/hack/haproxy-root.sh" "$haproxy_branch" >&2
+	haproxy_root=${HAPSUPER_HAPROXY_ROOTS:-/var/cache/hapsuper}/haproxy-$haproxy_branch
 	start=$(date +%s)
 	ctr=$(b from scratch)
 	mnt=$(b mount "$ctr")
-	cp -a "$trixie/." "$mnt/"
+	cp -a "$haproxy_root/." "$mnt/"
+	rm -rf "$mnt"/var/lib/apt/lists/*
 	chroot "$mnt" sh -euc '
 		groupmod --gid 99 haproxy
 		usermod --uid 99 --gid 99 --home /var/lib/haproxy haproxy

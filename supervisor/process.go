@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // Exit codes of a process that could not be started, as tini and shells use them.
@@ -44,8 +45,9 @@ func resolve(bin string) (string, error) {
 }
 
 // supportsNotify reports whether the HAProxy build handles -Ws and
-// NOTIFY_SOCKET. It runs `haproxy -vv`, so it must run before the reaper
-// starts: the reaper owns every wait after that.
+// NOTIFY_SOCKET, by conf's rule on its `haproxy -vv` (USE_SYSTEMD up to
+// 3.0, every build from 3.1 on). It runs `haproxy -vv`, so it must run
+// before the reaper starts: the reaper owns every wait after that.
 func supportsNotify(ctx context.Context, path string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -53,7 +55,8 @@ func supportsNotify(ctx context.Context, path string) bool {
 	if err != nil {
 		return false
 	}
-	return bytes.Contains(out, []byte("+SYSTEMD")) || bytes.Contains(out, []byte("USE_SYSTEMD=1"))
+	v, err := conf.ParseHAProxyVersion(string(out))
+	return err == nil && v.SupportsNotify()
 }
 
 // startMaster starts the HAProxy master in its own process group, so that a

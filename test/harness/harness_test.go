@@ -81,3 +81,18 @@ func TestLog(t *testing.T) {
 		t.Errorf("%d lines, want 5", n)
 	}
 }
+
+// FreePort never returns a port twice in one process.
+func TestFreePortNotTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 500 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d returned twice", p)
+		}
+		seen[p] = true
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // StatusKB reads one "kB" field of /proc/<pid>/status (VmRSS, RssAnon);
@@ -41,12 +42,30 @@ func CPUTicks(pid int) int64 {
 	return u + st
 }
 
-// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago and
+// that it has not returned before in this process: the kernel hands a
+// released port out again, and two ports of one test (a frontend's and the
+// metrics listener's) were seen to be the same.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !freePorts.given[port] {
+			freePorts.given[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("find a free port: the kernel offered 100 ports already handed out (%d so far)", len(freePorts.given))
 }
+
+// freePorts are the ports FreePort has returned.
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}

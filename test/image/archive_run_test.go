@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,11 +85,32 @@ func extractEntry(h *tar.Header, tr *tar.Reader, root string) error {
 // hapsuper that the Dockerfile built must start the image's HAProxy as that
 // user, serve, drain on the image's STOPSIGNAL and exit 0.
 func TestBuiltImageRuns(t *testing.T) {
+	img, root, uid, gid := unpackImage(t)
+	c := img.Config
+	port := writeExampleConfig(t, filepath.Join(root, conf.DefaultHAProxy[len(conf.DefaultHAProxy)-1]))
+	argv := slices.Concat(c.Entrypoint, c.Cmd)
+	env := slices.Concat(c.Env, drainEnv)
+	t.Logf("running %q chrooted into the image (%s), as %s (%d:%d) in %s", argv, root, c.User, uid, gid, c.WorkingDir)
+	p := startIn(t, root, c.WorkingDir, argv, env, uid, gid)
+
+	starting := p.waitLog(t, "hapsuper starting", 10*time.Second)
+	if v, _ := starting["version"].(string); v == "" || v == "dev" {
+		t.Errorf("hapsuper version %q: want the VERSION build argument image.sh passes", v)
+	}
+	master := p.ready(t, uid)
+	checkImageMaster(t, root, master)
+	p.serveAndDrain(t, port, c.StopSignal)
+}
+
+// unpackImage lays the built image's layers out in a new root, as a
+// container runtime does, and returns the image, the root and the uid and
+// gid of the image's user. It skips the test without root.
+func unpackImage(t *testing.T) (img ociImage, root string, uid, gid int) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it unpacks the image with its owners and device nodes, and chroots into it")
 	}
-	img := loadArchive(t)
-	c := img.Config
+	img = loadArchive(t)
 	root, err := os.MkdirTemp("", "hapsuper-image-root-")
 	if err != nil {
 		t.Fatal(err)
@@ -102,24 +124,34 @@ func TestBuiltImageRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid, gid := passwdIDs(passwd, c.User)
+	uid, gid = passwdIDs(passwd, img.Config.User)
 	if uid < 0 {
-		t.Fatalf("no user %q in the image's /etc/passwd", c.User)
+		t.Fatalf("no user %q in the image's /etc/passwd", img.Config.User)
 	}
+	return img, root, uid, gid
+}
 
-	port := writeExampleConfig(t, filepath.Join(root, conf.DefaultHAProxy[len(conf.DefaultHAProxy)-1]))
-	argv := slices.Concat(c.Entrypoint, c.Cmd)
-	env := slices.Concat(c.Env, drainEnv)
-	t.Logf("running %q chrooted into the image (%s), as %s (%d:%d) in %s", argv, root, c.User, uid, gid, c.WorkingDir)
-	p := startIn(t, root, c.WorkingDir, argv, env, uid, gid)
-
-	starting := p.waitLog(t, "hapsuper starting", 10*time.Second)
-	if v, _ := starting["version"].(string); v == "" || v == "dev" {
-		t.Errorf("hapsuper version %q: want the VERSION build argument image.sh passes", v)
-	}
-	master := p.ready(t, uid)
+// checkImageMaster asserts that the HAProxy master is the image's binary
+// and of the branch of the Dockerfile's base (hack/image.sh's stand-in has
+// Debian's package of that branch, not the pinned patch release).
+func checkImageMaster(t *testing.T, root string, master int) {
+	t.Helper()
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", master)); err != nil || !strings.HasPrefix(exe, root+"/") {
 		t.Errorf("HAProxy master's executable %q (%v): want the image's, under %s", exe, err, root)
 	}
-	p.serveAndDrain(t, port, c.StopSignal)
+	cmd := exec.Command("/usr/sbin/haproxy", "-v")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("haproxy -v in the image: %v", err)
+	}
+	v, err := conf.ParseHAProxyVersion(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := loadImage(t).base // haproxy:<HAPROXY_VERSION>
+	if !strings.HasPrefix(base, "haproxy:"+v.Branch()+".") {
+		t.Errorf("the image runs %s; the Dockerfile's base is %s", v.Line, base)
+	}
+	t.Logf("the image's HAProxy: %s", v.Line)
 }

@@ -81,7 +81,7 @@ func TestFault_MasterHungDuringDrain(t *testing.T) {
 		}
 		if !killOK {
 			t.Error("no SIGKILL of the process group after the ignored hard stop")
-		} else if d := kill.At.Sub(hard.At); d < b.killAfter() || d > b.killAfter()+pollInterval+schedTolerance {
+		} else if d := kill.At.Sub(hard.At); d < b.killAfter()-logLag || d > b.killAfter()+pollInterval+schedTolerance {
 			t.Errorf("process group killed %s after the hard stop, want %s", d, b.killAfter())
 		}
 		if r.code != 128+int(syscall.SIGKILL) {
@@ -91,6 +91,12 @@ func TestFault_MasterHungDuringDrain(t *testing.T) {
 		r.checkInBudget(b, b.exitLimit()+pollInterval+schedTolerance)
 	})
 }
+
+// logLag bounds how much later than the instant it reports a log line is
+// stamped: the kill is timed from the hard stop's instant, the "hard stop"
+// line is written after it (999.98 ms between the two lines was seen on a
+// loaded machine).
+const logLag = 5 * time.Millisecond
 
 // TestFault_IdleH2ConnectionWithoutClientFin: without `timeout client-fin`
 // an HTTP/2 connection without streams outlives the soft stop (it gets

@@ -13,8 +13,8 @@ import (
 	"github.com/hapsuper/hapsuper/test/harness"
 )
 
-// haproxyBin is the path of HAProxy: on the host (2.6) and inside the trixie
-// root (3.0).
+// haproxyBin is the path of HAProxy: on the host (2.6) and inside each
+// root of hack/haproxy-root.sh (3.0, 3.2, 3.4).
 const haproxyBin = "/usr/sbin/haproxy"
 
 // backend is the in-test origin server behind HAProxy: "/" answers 200 at

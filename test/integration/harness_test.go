@@ -1,9 +1,10 @@
 package integration
 
 // These tests run HAProxy without hapsuper. They check that the harness's
-// configs and clients see what the hapsuper tests will assert on, and pin the
-// HAProxy behaviour (2.6 and 3.0 alike) those assertions rest on. If one of them fails, the
-// hapsuper tests' failures say nothing about hapsuper.
+// configs and clients see what the hapsuper tests will assert on, and pin
+// the HAProxy behaviour (every version of the matrix alike) those
+// assertions rest on. If one of them fails, the hapsuper tests' failures
+// say nothing about hapsuper.
 
 import (
 	"syscall"
@@ -103,9 +104,9 @@ func TestHarness_BareHardStop(t *testing.T) {
 	})
 }
 
-// TestHarness_BareWorkerKilled pins what the master (2.6 and 3.0) does when its worker
-// is SIGKILLed: it exits on its own with a non-zero code, which hapsuper
-// must pass on.
+// TestHarness_BareWorkerKilled pins what the master (every version of the
+// matrix) does when its worker is SIGKILLed: it exits on its own with a
+// non-zero code, which hapsuper must pass on.
 func TestHarness_BareWorkerKilled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		cfg := newConfig(t)
@@ -123,7 +124,7 @@ func TestHarness_BareWorkerKilled(t *testing.T) {
 	})
 }
 
-// masterCodeWorkerKilled is the master's exit code (2.6 and 3.0) when its only
+// masterCodeWorkerKilled is the master's exit code (2.6 to 3.4) when its only
 // worker was SIGKILLed (as measured by TestHarness_BareWorkerKilled).
 const masterCodeWorkerKilled = 137
 

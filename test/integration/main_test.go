@@ -1,7 +1,8 @@
 // Package integration is the black-box suite of hapsuper: it builds the real
 // binary, runs it as the supervisor of a real HAProxy in front of an
 // in-test origin server (every test once per HAProxy version: the host's 2.6
-// and Debian trixie's 3.0, see versions_test.go), drives clients through it and signals it, and
+// and Debian's 3.0, 3.2 and 3.4 from roots, see versions_test.go), drives
+// clients through it and signals it, and
 // asserts what the clients saw (ok, refused, reset, 5xx, timeout) and what
 // the process did (exit code, time to exit, log lines, zombies, leftovers).
 //
@@ -9,9 +10,9 @@
 // every wait in it is bounded. It needs root (PID namespaces, signalling
 // HAProxy's workers); without root every test skips and says so.
 //
-// Run: cd test && go test ./integration/ -count=1 -v -timeout 20m
-// (HAProxy 3.0 needs `bash hack/haproxy-trixie.sh` first; CI=true makes its
-// absence a failure.)
+// Run: cd test && go test ./integration/ -count=1 -v -timeout 40m
+// (3.0, 3.2 and 3.4 need `bash hack/haproxy-root.sh <version>` first;
+// CI=true makes a missing one a failure.)
 package integration
 
 import (
@@ -49,8 +50,8 @@ func runMain(m *testing.M) int {
 	for _, h := range versions {
 		fmt.Fprintf(os.Stderr, "integration: haproxy-%s: %s\n", h.name, h.line)
 	}
-	if missingVersion != "" {
-		fmt.Fprintf(os.Stderr, "integration: %s\n", missingVersion)
+	for _, m := range missingVersions {
+		fmt.Fprintf(os.Stderr, "integration: %s\n", m.why)
 	}
 	if skipReason == "" {
 		binPath, buildErr = harness.Binary()

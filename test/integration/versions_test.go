@@ -1,10 +1,14 @@
 package integration
 
-// The suite runs every test once per HAProxy version found: the host's
-// (Debian bookworm's 2.6 at /usr/sbin/haproxy) and, when
-// hack/haproxy-trixie.sh has made it, Debian trixie's 3.0 from a debootstrap
-// root. Each test calls eachHAProxy, which makes one parallel subtest per
-// version, named haproxy-<major.minor>.
+// The suite runs every test once per HAProxy version: the host's (Debian
+// bookworm's 2.6 at /usr/sbin/haproxy) and the Debian roots that
+// `hack/haproxy-root.sh <version>` makes, with Debian trixie's 3.0,
+// forky's 3.2 and experimental's 3.4, in
+// ${HAPSUPER_HAPROXY_ROOTS:-/var/cache/hapsuper}/haproxy-<version>. Each
+// test calls eachHAProxy, which makes one parallel subtest per version,
+// named haproxy-<major.minor>. A version whose root is missing is a
+// skipped subtest saying how to make it (a failure of TestHAProxyVersions
+// in CI, CI=true).
 //
 // Running the root's HAProxy: a script in the test's directory execs
 //
@@ -26,56 +30,81 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // haproxyVersion is one HAProxy build the suite runs against.
 type haproxyVersion struct {
-	name string // major.minor, as `haproxy -v` says: "2.6", "3.0"
-	line string // the first line of `haproxy -v`
-	root string // a Debian root with this HAProxy at /usr/sbin/haproxy; "" for the host's
+	name    string // major.minor, as `haproxy -v` says: "2.6", "3.0"
+	line    string // the first line of `haproxy -v`
+	root    string // a Debian root with this HAProxy at /usr/sbin/haproxy; "" for the host's
+	version conf.HAProxyVersion
 }
 
-// trixieRootDefault is where hack/haproxy-trixie.sh makes the trixie root
-// unless HAPSUPER_TRIXIE_ROOT says otherwise.
-const trixieRootDefault = "/var/cache/hapsuper/trixie-haproxy"
+// rootVersions are the branches run from roots of hack/haproxy-root.sh,
+// beside the host's.
+var rootVersions = []string{"3.0", "3.2", "3.4"}
+
+// rootsDefault is where hack/haproxy-root.sh makes its roots unless
+// HAPSUPER_HAPROXY_ROOTS says otherwise.
+const rootsDefault = "/var/cache/hapsuper"
+
+// missingVersion is a version the suite should cover but cannot run.
+type missingVersion struct {
+	name string // "3.2"
+	why  string // what is missing and how to make it
+}
 
 var (
 	// versions are the HAProxy versions every test runs against.
 	versions []haproxyVersion
-	// missingVersion says why a version the suite should cover is not run
-	// (empty when every one is). In CI (CI=true) TestHAProxyVersions fails
-	// with it; elsewhere its subtests skip with it.
-	missingVersion string
+	// missingVersions are the versions not run (none when every one is).
+	// In CI (CI=true) TestHAProxyVersions fails with them; elsewhere
+	// their subtests skip with them.
+	missingVersions []missingVersion
 )
 
-// discoverVersions finds the host's HAProxy and the trixie root's.
+// discoverVersions finds the host's HAProxy and each root's.
 func discoverVersions() error {
 	host, err := probeVersion("")
 	if err != nil {
 		return err
 	}
 	versions = []haproxyVersion{host}
-	root := os.Getenv("HAPSUPER_TRIXIE_ROOT")
-	if root == "" {
-		root = trixieRootDefault
+	roots := os.Getenv("HAPSUPER_HAPROXY_ROOTS")
+	if roots == "" {
+		roots = rootsDefault
 	}
-	if _, err := os.Stat(filepath.Join(root, "usr/sbin/haproxy")); err != nil {
-		missingVersion = fmt.Sprintf("HAProxy 3.0 not tested: no trixie root at %s (%v); make it with `bash hack/haproxy-trixie.sh` (about 30 s, 230 MB, needs apt)", root, err)
-		return nil
+	for _, name := range rootVersions {
+		v, why := probeRoot(name, filepath.Join(roots, "haproxy-"+name))
+		if why != "" {
+			missingVersions = append(missingVersions, missingVersion{name: name, why: why})
+			continue
+		}
+		versions = append(versions, v)
 	}
-	v, err := probeVersion(root)
-	if err != nil {
-		missingVersion = fmt.Sprintf("HAProxy 3.0 not tested: the trixie root %s does not run: %v; remove it and run `bash hack/haproxy-trixie.sh` again", root, err)
-		return nil
-	}
-	versions = append(versions, v)
 	return nil
 }
 
-var versionRE = regexp.MustCompile(`^HAProxy version (\d+\.\d+)\.`)
+// probeRoot returns the HAProxy of root, which must be of branch name, or
+// why it cannot be run.
+func probeRoot(name, root string) (haproxyVersion, string) {
+	build := fmt.Sprintf("`bash hack/haproxy-root.sh %s` (30-90 s, 230-300 MB, needs root and a Debian mirror)", name)
+	if _, err := os.Stat(filepath.Join(root, "usr/sbin/haproxy")); err != nil {
+		return haproxyVersion{}, fmt.Sprintf("HAProxy %s not tested: no root at %s (%v); make it with %s", name, root, err, build)
+	}
+	v, err := probeVersion(root)
+	switch {
+	case err != nil:
+		return haproxyVersion{}, fmt.Sprintf("HAProxy %s not tested: the root %s does not run: %v; remove it and run %s again", name, root, err, build)
+	case v.name != name:
+		return haproxyVersion{}, fmt.Sprintf("HAProxy %s not tested: the root %s holds %q; remove it and run %s again", name, root, v.line, build)
+	}
+	return v, ""
+}
 
 // probeVersion runs `haproxy -v` on the host (root "") or in root.
 func probeVersion(root string) (haproxyVersion, error) {
@@ -84,20 +113,20 @@ func probeVersion(root string) (haproxyVersion, error) {
 		cmd = exec.Command("chroot", root, haproxyBin, "-v")
 	}
 	out, err := cmd.Output()
-	line, _, _ := strings.Cut(string(out), "\n")
 	if err != nil {
 		return haproxyVersion{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}
-	m := versionRE.FindStringSubmatch(line)
-	if m == nil {
-		return haproxyVersion{}, fmt.Errorf("%s printed %q, not a version line", strings.Join(cmd.Args, " "), line)
+	v, err := conf.ParseHAProxyVersion(string(out))
+	if err != nil {
+		return haproxyVersion{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}
-	return haproxyVersion{name: m[1], line: line, root: root}, nil
+	return haproxyVersion{name: v.Branch(), line: v.Line, root: root, version: v}, nil
 }
 
 // eachHAProxy runs f as a parallel subtest "haproxy-<version>" for every
-// version found (the test itself runs in parallel with the others). It
-// skips when the machine cannot run the suite.
+// version found (the test itself runs in parallel with the others), and
+// a skipped subtest for every version missing. It skips when the machine
+// cannot run the suite.
 func eachHAProxy(t *testing.T, f func(t *testing.T, h haproxyVersion)) {
 	t.Helper()
 	requireRoot(t)
@@ -108,13 +137,13 @@ func eachHAProxy(t *testing.T, f func(t *testing.T, h haproxyVersion)) {
 			f(t, h)
 		})
 	}
-	if missingVersion != "" {
-		t.Run("haproxy-3.0", func(t *testing.T) { t.Skip(missingVersion) })
+	for _, m := range missingVersions {
+		t.Run("haproxy-"+m.name, func(t *testing.T) { t.Skip(m.why) })
 	}
 }
 
 // TestHAProxyVersions names the versions the suite runs against, and fails
-// in CI when the trixie root for 3.0 is missing (run hack/haproxy-trixie.sh).
+// in CI when a root is missing (run hack/haproxy-root.sh for it).
 func TestHAProxyVersions(t *testing.T) {
 	requireRoot(t)
 	for _, h := range versions {
@@ -124,13 +153,17 @@ func TestHAProxyVersions(t *testing.T) {
 		}
 		t.Logf("haproxy-%s: %s (%s)", h.name, h.line, where)
 	}
-	if missingVersion == "" {
+	if len(missingVersions) == 0 {
 		return
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI must test every version: %s", missingVersion)
+	var whys []string
+	for _, m := range missingVersions {
+		whys = append(whys, m.why)
 	}
-	t.Skip(missingVersion)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI must test every version:\n%s", strings.Join(whys, "\n"))
+	}
+	t.Skip(strings.Join(whys, "\n"))
 }
 
 // command returns the program a test runs as HAProxy: the host's binary, or

@@ -206,31 +206,36 @@ func closesEarly(command string) string {
 // it must still find in its file, so the two cannot drift apart.
 func TestRewrittenPipelinesRepeat(t *testing.T) {
 	root := repoRoot(t)
-	trixie := os.Getenv("HAPSUPER_TRIXIE_ROOT")
-	if trixie == "" {
-		trixie = "/var/cache/hapsuper/trixie-haproxy"
+	roots := os.Getenv("HAPSUPER_HAPROXY_ROOTS")
+	if roots == "" {
+		roots = "/var/cache/hapsuper"
 	}
-	for _, tc := range []struct {
+	type pipeline struct {
 		file, text string
 		run        string // the pipeline as run here (the script's own text, with its context)
 		needs      string // a file that must exist, else the entry is skipped (failed in CI)
-	}{
+	}
+	pipelines := []pipeline{
 		{
 			file: ".ci/run", text: "haproxy -v 2>&1 | sed -n 1p",
 			run: "haproxy -v 2>&1 | sed -n 1p", needs: lookPath("haproxy"),
 		},
 		{
-			file: "hack/haproxy-trixie.sh", text: `version() { chroot "$root" /usr/sbin/haproxy -v 2>/dev/null | sed -n 1p; }`,
-			run:   `root=` + shellQuote(trixie) + `; chroot "$root" /usr/sbin/haproxy -v 2>/dev/null | sed -n 1p`,
-			needs: filepath.Join(trixie, "usr/sbin/haproxy"),
-		},
-		{
 			file: "hack/debian-mirror.sh", text: "} | sed -n 1p",
-			// The whole script, as haproxy-trixie.sh and image.sh call it.
+			// The whole script, as haproxy-root.sh and image.sh call it.
 			run:   `mirror=$(sh hack/debian-mirror.sh); [ -n "$mirror" ]`,
 			needs: "/etc/apt",
 		},
-	} {
+	}
+	for _, v := range []string{"3.0", "3.2", "3.4"} {
+		root := filepath.Join(roots, "haproxy-"+v)
+		pipelines = append(pipelines, pipeline{
+			file: "hack/haproxy-root.sh", text: `version() { chroot "$1" /usr/sbin/haproxy -v 2>/dev/null | sed -n 1p; }`,
+			run:   `set -- ` + shellQuote(root) + `; chroot "$1" /usr/sbin/haproxy -v 2>/dev/null | sed -n 1p`,
+			needs: filepath.Join(root, "usr/sbin/haproxy"),
+		})
+	}
+	for _, tc := range pipelines {
 		src, err := os.ReadFile(filepath.Join(root, tc.file))
 		if err != nil {
 			t.Fatal(err)
@@ -244,7 +249,7 @@ func TestRewrittenPipelinesRepeat(t *testing.T) {
 			if missing == "" {
 				missing = "haproxy on the PATH"
 			}
-			msg := "skipped " + tc.file + " `" + tc.text + "`: " + missing + " is missing (apt-get install haproxy; bash hack/haproxy-trixie.sh)"
+			msg := "skipped " + tc.file + " `" + tc.text + "`: " + missing + " is missing (apt-get install haproxy; bash hack/haproxy-root.sh <version>)"
 			if os.Getenv("CI") == "true" {
 				t.Error(msg)
 			} else {
