@@ -120,16 +120,11 @@ func haproxyParse(ctx context.Context, r *Report, argv []string) {
 		r.add(AreaConfig, "haproxy -c", Skip, fmt.Sprintf("skipped: no HAProxy binary %q here", argv[0]), "")
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, haproxyCheckTimeout)
-	defer cancel()
-	args := append([]string{"-c"}, argv[1:]...)
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
+	out, err := conf.RunHAProxy(ctx, haproxyCheckTimeout, path, append([]string{"-c"}, argv[1:]...)...)
 	text := strings.TrimSpace(string(out))
 	var exit *exec.ExitError
 	switch {
-	case ctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded):
 		r.add(AreaConfig, "haproxy -c", Fail, fmt.Sprintf("%s -c did not finish within %v", path, haproxyCheckTimeout), "run it by hand to see where it stops")
 	case errors.As(err, &exit):
 		r.add(AreaConfig, "haproxy -c", Fail, fmt.Sprintf("%s -c exited %d: %s", path, exit.ExitCode(), tagged(text, "[ALERT]")), "fix the configuration as HAProxy says")

@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"time"
@@ -23,13 +24,9 @@ func haproxyVersionRows(ctx context.Context, r *Report, argv []string) {
 		r.add(AreaConfig, subject, Skip, fmt.Sprintf("skipped: no HAProxy binary %q here", argv[0]), "")
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, haproxyVersionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "-vv")
-	cmd.WaitDelay = time.Second
-	out, err := cmd.Output()
+	out, err := conf.RunHAProxy(ctx, haproxyVersionTimeout, path, "-vv")
 	switch {
-	case ctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded):
 		r.add(AreaConfig, subject, Fail, fmt.Sprintf("%s -vv did not finish within %v", path, haproxyVersionTimeout), "run it by hand to see where it stops")
 		return
 	case err != nil:

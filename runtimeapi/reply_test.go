@@ -82,11 +82,17 @@ const maxErrorLen = 2048
 func TestErrorsQuoteRepliesClipped(t *testing.T) {
 	huge := strings.Repeat("x", 3<<20)
 	for name, err := range map[string]error{
-		"show proc header":  func() error { _, err := parseShowProc(huge + "\n"); return err }(),
-		"show proc line":    func() error { _, err := parseShowProc("#<PID> <type>\n" + huge + " master 0 0d 2.6\n"); return err }(),
-		"show info field":   func() error { _, err := parseShowInfo("Name: HAProxy\nPid: "+huge+"\n", 0); return err }(),
-		"unknown section":   func() error { _, err := parseShowProc("#<PID> <type>\n1 master 0 [failed: 0] 0d 2.6\n# " + huge + "\n"); return err }(),
-		"target pid answer": func() error { _, err := splitOutputs("Can't find the target PID matching the prefix '@!"+huge+"'\n", 1); return err }(),
+		"show proc header": func() error { _, err := parseShowProc(huge + "\n"); return err }(),
+		"show proc line":   func() error { _, err := parseShowProc("#<PID> <type>\n" + huge + " master 0 0d 2.6\n"); return err }(),
+		"show info field":  func() error { _, err := parseShowInfo("Name: HAProxy\nPid: "+huge+"\n", 0); return err }(),
+		"unknown section": func() error {
+			_, err := parseShowProc("#<PID> <type>\n1 master 0 [failed: 0] 0d 2.6\n# " + huge + "\n")
+			return err
+		}(),
+		"target pid answer": func() error {
+			_, err := splitOutputs("Can't find the target PID matching the prefix '@!"+huge+"'\n", 1)
+			return err
+		}(),
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)

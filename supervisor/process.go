@@ -49,9 +49,7 @@ func resolve(bin string) (string, error) {
 // 3.0, every build from 3.1 on). It runs `haproxy -vv`, so it must run
 // before the reaper starts: the reaper owns every wait after that.
 func supportsNotify(ctx context.Context, path string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "-vv").Output()
+	out, err := conf.RunHAProxy(ctx, 5*time.Second, path, "-vv")
 	if err != nil {
 		return false
 	}
