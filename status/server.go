@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,16 +52,25 @@ func Listen(path string, board *Board, log *slog.Logger) (*Server, error) {
 	if err := RemoveStaleSocket(path); err != nil {
 		return nil, fmt.Errorf("status socket: %w", err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := Private(func() (*net.UnixListener, error) {
+		return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listen on status socket %s: %w (check --status-socket and that its directory is writable)", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod status socket %s: %w", path, err)
-	}
 	return &Server{board: board, log: log, ln: ln, path: path, sem: make(chan struct{}, maxConns),
 		closing: make(chan struct{}), conns: map[*net.UnixConn]bool{}}, nil
+}
+
+// Private runs listen, which binds a unix socket, under the umask 0177, so
+// that the socket is created with mode 0600 rather than chmodded by path
+// after the bind (which would follow a symbolic link put there meanwhile).
+// The umask is the process's: call it while nothing else creates files
+// (at start).
+func Private[T any](listen func() (T, error)) (T, error) {
+	old := syscall.Umask(0o177)
+	defer syscall.Umask(old)
+	return listen()
 }
 
 // RemoveStaleSocket removes the unix socket a previous run left at path,

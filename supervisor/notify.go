@@ -29,13 +29,11 @@ func listenNotify(path string) (*notifyListener, error) {
 	if err := status.RemoveStaleSocket(path); err != nil {
 		return nil, fmt.Errorf("notify socket: %w", err)
 	}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	conn, err := status.Private(func() (*net.UnixConn, error) {
+		return net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listen on notify socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("chmod notify socket %s: %w", path, err)
 	}
 	return &notifyListener{conn: conn, path: path}, nil
 }
