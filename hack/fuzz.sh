@@ -26,6 +26,7 @@ targets=(
 	./status:FuzzServerRequest
 	./conf:FuzzParse
 	./routing:FuzzParseHealthz
+	./routing:FuzzHealthzExchange
 	./drain:FuzzDrain
 )
 
