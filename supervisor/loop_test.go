@@ -184,7 +184,7 @@ func (sc *scenario) wantSent(want ...string) {
 }
 
 // HAProxy 2.6 may ignore a SIGUSR1 that arrives just after its workers
-// started, 3.2 one that follows a reload by a few ms: while a worker does
+// started, and every version one that follows a reload by a few ms: while a worker does
 // not say Stopping 500ms after the soft stop, the soft stop is sent again,
 // at most every 500ms, whether show proc lists it current or old (3.1+
 // lists the worker a failed reload kept under old workers); once a poll

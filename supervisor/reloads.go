@@ -113,7 +113,7 @@ func (r *reloads) observe(now time.Time, s runtimeapi.Sample) (status.Reload, bo
 	}
 	switch {
 	case r.countedAt.IsZero() && !r.sentAt.IsZero() && now.Sub(r.sentAt) >= reloadTimeout:
-		return r.finish(now, status.ReloadFailed, 0, fmt.Sprintf("the master counted no reload %s after SIGUSR2: it did not take the signal (HAProxy 3.2.9-3.2.10 and 3.3.0 block signals after a failed reload)", reloadTimeout)), true
+		return r.finish(now, status.ReloadFailed, 0, fmt.Sprintf("the master counted no reload %s after SIGUSR2: it did not take the signal (HAProxy 3.2.9-3.2.10 and 3.3.0-3.3.1 leave signals pending after a failed reload: upgrade)", reloadTimeout)), true
 	case r.countedAt.IsZero():
 		return status.Reload{}, false
 	case s.Master.FailedReloads > r.failedAt, now.Sub(r.countedAt) >= reloadSettle:

@@ -122,9 +122,9 @@ func TestReload_MissingFile(t *testing.T) {
 // drain to its bound; from 150 ms before the bound to 150 ms after it the
 // master gets a SIGUSR2 every 25 ms for a configuration that does not
 // load, as a controller's reloads would come (hapsuper's own would be
-// refused by the check). HAProxy 3.2 drops a SIGUSR1 that follows a SIGUSR2
-// by a few ms and refuses polls while it re-executes or its new worker
-// loads: the soft stop must still be taken by every worker, with no hard
+// refused by the check). A master of any version drops a SIGUSR1 that
+// follows a SIGUSR2 by a few ms and refuses polls while it re-executes (3.2
+// also while its new worker loads): the soft stop must still be taken by every worker, with no hard
 // stop, no request started before it failed, and exit 0.
 func TestReload_FailingAroundTheBound(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
