@@ -55,6 +55,7 @@ var denied = []access{
 	{"patch", "", "services", "", ownNS},
 	{"delete", "", "services", "", ownNS},
 	{"update", "", "events", "", ownNS},
+	{"create", "", "events", "", ownNS}, // Events go through events.k8s.io only
 	{"create", "", "serviceaccounts", "token", ownNS},
 	{"create", "rbac.authorization.k8s.io", "rolebindings", "", ownNS},
 	{"get", "", "nodes", "", ""},
