@@ -59,11 +59,11 @@ func supportsNotify(ctx context.Context, path string) bool {
 
 // startMaster starts the HAProxy master in its own process group, so that a
 // terminal's ^C reaches hapsuper only and hapsuper can kill every HAProxy
-// process at once. The caller reaps it: it must never be waited on here.
-func startMaster(path string, argv, env []string) (int, error) {
+// process at once, with hapsuper's stdin and stdout and the given stderr. The caller reaps it: it must never be waited on here.
+func startMaster(path string, argv, env []string, stderr *os.File) (int, error) {
 	attr := &os.ProcAttr{
 		Env:   env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: []*os.File{os.Stdin, os.Stdout, stderr},
 		Sys: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGTERM, // if hapsuper dies, HAProxy must not outlive it

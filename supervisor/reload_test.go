@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
 
@@ -227,4 +229,26 @@ func TestStartReloadCheck(t *testing.T) {
 	if got := hang.failure(); !strings.Contains(got, "did not finish") {
 		t.Errorf("failure of a killed check %q, want it to say it did not finish", got)
 	}
+}
+
+// HAProxy 3.1+ lists a new worker that still starts (loading, or retrying
+// a bind for up to ~2 s) while the master cannot reach it: no verdict
+// while it is there, failed once it is gone without serving.
+func TestReloadWaitsForAStartingWorker(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.signal(sec(1), syscall.SIGHUP)
+	sc.checkDone(sec(1), 0, "")
+	sc.reloadCount = 1
+	starting := func(off time.Duration) {
+		o := observation{started: t0.Add(off), obs: drain.Observation{At: t0.Add(off), Workers: []drain.Worker{{PID: 100}}}}
+		o.sample.Master = runtimeapi.Process{PID: 42, Role: "master", Reloads: sc.reloadCount}
+		o.sample.Workers = []runtimeapi.WorkerSample{{Process: runtimeapi.Process{PID: 100, Old: true}, Info: runtimeapi.Info{PID: 100}}}
+		o.sample.Unreachable = []runtimeapi.Process{{PID: 101}}
+		sc.event(off, func() { sc.l.onObservation(o) })
+	}
+	starting(sec(1.1))
+	starting(sec(3.5))
+	sc.wantReloads(0, 0, 0, status.ReloadReloading, "")
+	sc.poll(sec(3.6), worker{pid: 100, old: true})
+	sc.wantReloads(0, 0, 1, status.ReloadFailed, "worker [100]")
 }

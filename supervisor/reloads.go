@@ -18,8 +18,10 @@ import (
 // answers. It failed when the master counted it and no new worker came:
 // at once when the master's [failed: N] rises (2.6 and 3.0 count every
 // failure; 3.1+ says 1 after the first and stays there), else once no new
-// worker came for reloadSettle after the count moved, or when the master
-// counted no reload reloadTimeout after hapsuper's SIGUSR2. A failed
+// worker came for reloadSettle after the count moved and none is listed
+// still starting (unreachable: a 3.1+ worker loading its configuration or
+// retrying a bind, up to reloadTimeout), or when the master counted no
+// reload reloadTimeout after hapsuper's SIGUSR2. A failed
 // reload leaves the old worker serving: HAProxy 2.6 and 3.0 keep it
 // current, 3.1+ lists it under "old workers" (status shows it current,
 // see poller.observe).
@@ -111,12 +113,13 @@ func (r *reloads) observe(now time.Time, s runtimeapi.Sample) (status.Reload, bo
 	if w, ok := r.newWorker(s); ok && !r.countedAt.IsZero() {
 		return r.finish(now, status.ReloadOK, w, ""), true
 	}
+	loading := len(s.Unreachable) > 0 // a new worker still starts (3.1+ lists it so), or retries its binds
 	switch {
 	case r.countedAt.IsZero() && !r.sentAt.IsZero() && now.Sub(r.sentAt) >= reloadTimeout:
 		return r.finish(now, status.ReloadFailed, 0, fmt.Sprintf("the master counted no reload %s after SIGUSR2: it did not take the signal (HAProxy 3.2.9-3.2.10 and 3.3.0-3.3.1 leave signals pending after a failed reload: upgrade)", reloadTimeout)), true
 	case r.countedAt.IsZero():
 		return status.Reload{}, false
-	case s.Master.FailedReloads > r.failedAt, now.Sub(r.countedAt) >= reloadSettle:
+	case s.Master.FailedReloads > r.failedAt, now.Sub(r.countedAt) >= reloadSettle && (!loading || now.Sub(r.countedAt) >= reloadTimeout):
 		return r.finish(now, status.ReloadFailed, 0, "HAProxy did not load the new configuration (its alerts are in the log above): "+serving(s)), true
 	}
 	return status.Reload{}, false

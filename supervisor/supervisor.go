@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -49,6 +50,8 @@ type Supervisor struct {
 	log         *slog.Logger
 	openRouting OpenRouting    // nil: routing off
 	sigs        chan os.Signal // caught since the process started (earlysignal), or nil
+	logOut      io.Writer      // hapsuper's log output, for HAProxy's stderr; nil: HAProxy writes to stderr itself
+	logJSON     bool           // HAProxy's stderr lines become records of the log
 }
 
 // New returns a Supervisor for validated settings. openRouting builds the
@@ -64,6 +67,14 @@ func New(s conf.Settings, log *slog.Logger, openRouting OpenRouting) *Supervisor
 // without starting it; one that arrives later starts the drain as usual.
 func (sv *Supervisor) WithSignals(sigs chan os.Signal) *Supervisor {
 	sv.sigs = sigs
+	return sv
+}
+
+// WithLogOutput relays HAProxy's stderr into out, hapsuper's own log
+// output (one that never blocks): as they are, or, with json, as records
+// of hapsuper's logger, so that a JSON log holds nothing else.
+func (sv *Supervisor) WithLogOutput(out io.Writer, json bool) *Supervisor {
+	sv.logOut, sv.logJSON = out, json
 	return sv
 }
 
@@ -131,7 +142,28 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		sv.log.Info("stop requested before HAProxy started: exiting without starting it", "signal", conf.SignalName(sig))
 		return 0, nil
 	}
-	master, err := startMaster(path, argv, env)
+	stderr, relay := os.Stderr, (*stderrRelay)(nil)
+	if sv.logOut != nil {
+		raw := sv.logOut
+		if sv.logJSON {
+			raw = nil
+		}
+		if relay, err = newStderrRelay(raw, sv.log); err != nil {
+			sv.log.Warn("cannot relay HAProxy's stderr: it writes to hapsuper's directly", "err", err)
+			relay = nil
+		} else {
+			stderr = relay.w
+		}
+	}
+	master, err := startMaster(path, argv, env, stderr)
+	if relay != nil {
+		relay.started()
+		if err != nil {
+			relay.r.Close()
+		} else {
+			actors = append(actors, func(ctx context.Context) error { return relay.run(ctx.Done()) })
+		}
+	}
 	if err != nil {
 		return exitCodeOf(err), err
 	}

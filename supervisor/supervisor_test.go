@@ -47,7 +47,7 @@ func TestExitCodeOfChild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.script, func(t *testing.T) {
-			pid, err := startMaster("/bin/sh", []string{"sh", "-c", tt.script}, os.Environ())
+			pid, err := startMaster("/bin/sh", []string{"sh", "-c", tt.script}, os.Environ(), os.Stderr)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -101,7 +101,8 @@ func supervise(s conf.Settings, stderr io.Writer) int {
 	for _, w := range conf.UnknownEnv(os.Environ()) {
 		log.Warn("unknown variable", "warning", w)
 	}
-	code, err := supervisor.New(s, log, openRouting).WithSignals(earlysignal.Caught()).Run(context.Background())
+	code, err := supervisor.New(s, log, openRouting).WithSignals(earlysignal.Caught()).
+		WithLogOutput(sink, s.LogFormat == "json").Run(context.Background())
 	if err != nil {
 		log.Error("hapsuper failed", "err", err, "code", code)
 	}

@@ -212,6 +212,7 @@ func TestReload_PortTaken(t *testing.T) {
 		d := s.waitReload("failed")
 		cont.stop()
 		t.Logf("HAProxy %s, during a reload that cannot bind: %s", h.name, cont.rec.summary())
+		waitListening(t, cfg.webAddr(), 5*time.Second) // the serving worker resumes its listeners
 		after := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
 		time.Sleep(time.Second)
 		after.stop()
