@@ -145,3 +145,31 @@ func queryStatus(s *supervisor) outcome {
 	}
 	return o
 }
+
+// TestFault_StatusClientsDoNotHoldTheExit: 50 silent connections on the
+// status socket when HAProxy exits do not keep hapsuper running: it exits
+// within 100 ms of the master (17 of them held it 2.7 s, past the grace
+// period on the hard-stop path).
+func TestFault_StatusClientsDoNotHoldTheExit(t *testing.T) {
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		cfg := newConfig(t)
+		s := serve(t, h, cfg, fast.flags()...)
+		s.waitWorkers()
+		for range 50 {
+			c, err := net.Dial("unix", s.status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+		}
+		s.signal(syscall.SIGTERM)
+		exited := s.waitLog("haproxy exited", 10*time.Second)
+		code, exitAt := s.waitExit(5 * time.Second)
+		gap := exitAt.Sub(exited.At)
+		t.Logf("hapsuper exited %d %s after HAProxy's master, 50 silent status clients connected", code, gap)
+		if gap > 100*time.Millisecond {
+			t.Errorf("hapsuper exited %s after HAProxy's master, want within 100 ms", gap)
+		}
+		s.checkClean(code)
+	})
+}
