@@ -101,6 +101,7 @@ func FuzzParseShowProc(f *testing.F) {
 		var procs Processes
 		var err error
 		checkAllocBound(t, reply, func() { procs, err = parseShowProcReply(reply) })
+		checkErrorBound(t, err)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("empty error for %q", reply)
@@ -145,6 +146,7 @@ func FuzzParseShowInfo(f *testing.F) {
 				info, err = parseShowInfo(outputs[0], asked)
 			}
 		})
+		checkErrorBound(t, err)
 		if err != nil {
 			if info != (Info{}) {
 				t.Fatalf("error %v with a non-zero result %+v", err, info)
@@ -173,6 +175,7 @@ func FuzzParseShowStat(f *testing.F) {
 				fes, err = parseShowStat(outputs[0])
 			}
 		})
+		checkErrorBound(t, err)
 		if err != nil {
 			return
 		}
@@ -209,6 +212,7 @@ func FuzzSplitOutputs(f *testing.F) {
 		var outputs []string
 		var err error
 		checkAllocBound(t, reply, func() { outputs, err = splitOutputs(reply, want) })
+		checkErrorBound(t, err)
 		var joined strings.Builder
 		for i, out := range outputs {
 			if out != "" && (!strings.HasSuffix(out, "\n") || strings.Contains(out, "\n\n")) {
@@ -238,4 +242,13 @@ func FuzzSplitOutputs(f *testing.F) {
 			noTargetPID(err) // must not panic, whatever the pid text
 		}
 	})
+}
+
+// checkErrorBound fails when err quotes more of a reply than maxErrorLen
+// allows: errors reach the drain's detail and the status reply.
+func checkErrorBound(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && len(err.Error()) > maxErrorLen {
+		t.Fatalf("error of %d bytes (limit %d): %.300q", len(err.Error()), maxErrorLen, err)
+	}
 }
