@@ -42,6 +42,11 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 	if !explicit {
 		missing = Warn
 	}
+	if in.Client == nil && s.Kubeconfig != "" {
+		r.add(AreaRouting, "credentials", Fail, fmt.Sprintf("--kubeconfig %s cannot be read: %v; run refuses to start with it", s.Kubeconfig, in.ClientErr), "fix the path or drop --kubeconfig")
+		skipAreas(r, clusterAreas, "no credentials")
+		return
+	}
 	if in.Client == nil {
 		detail := fmt.Sprintf("--routing %s needs in-cluster credentials or --kubeconfig: %v", mode, in.ClientErr)
 		if !explicit {

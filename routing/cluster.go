@@ -44,6 +44,11 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 	}
 	cfg, credsErr := RESTConfig(s.Kubeconfig)
 	id, idErr := IdentityFromEnv(os.Getenv)
+	if credsErr != nil && s.Kubeconfig != "" {
+		// Given explicitly: a path that cannot be read is a mistake to
+		// report, not a reason to run blind.
+		return nil, fmt.Errorf("read --kubeconfig %s: %w: fix the path or drop --kubeconfig", s.Kubeconfig, credsErr)
+	}
 	if !explicit {
 		if credsErr != nil {
 			log.Info("routing observation off: no in-cluster credentials and no --kubeconfig; the quiet period decides", "why", credsErr.Error())

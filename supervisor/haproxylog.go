@@ -24,7 +24,7 @@ import (
 type stderrRelay struct {
 	r, w *os.File
 	raw  io.Writer    // nil: records of log
-	log  *slog.Logger // component haproxy
+	log  *slog.Logger // with source=haproxy
 }
 
 // maxStderrLine bounds one relayed line; the rest of a longer one is cut.
@@ -39,7 +39,7 @@ func newStderrRelay(raw io.Writer, log *slog.Logger) (*stderrRelay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stderrRelay{r: r, w: w, raw: raw, log: log.With("component", "haproxy")}, nil
+	return &stderrRelay{r: r, w: w, raw: raw, log: log.With("source", "haproxy")}, nil
 }
 
 // started closes hapsuper's copy of the write end: the pipe then ends when

@@ -32,6 +32,7 @@ func TestBadConfig_ExitsWithClearError(t *testing.T) {
 			{name: "StopSignalTheRuntimeRaises", flags: []string{"--stop-signals", "SIGTERM,SIGURG"}, wantCode: 2, wantText: "SIGURG is raised by the Go runtime"},
 			// {dir} is the test's directory; open/ in it is mode 0777.
 			{name: "StatusSocketInOpenDirectory", flags: []string{"--status-socket", "{dir}/open/status.sock"}, wantCode: 2, wantText: "is writable by other users (mode 0777, no sticky bit)"},
+			{name: "KubeconfigUnreadable", flags: []string{"--kubeconfig", "{dir}/no-such-kubeconfig"}, wantCode: 2, wantText: "fix the path or drop --kubeconfig"},
 			{name: "OverrideFileIsTheConfig", flags: []string{"--override-file", "{dir}/haproxy.cfg"}, wantCode: 2, wantText: "was not written by hapsuper"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
