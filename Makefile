@@ -1,5 +1,8 @@
-# The test entry points.
+# The entry points.
 #
+#   make build        the binary, ./bin/hapsuper (VERSION=… names it; the
+#                     commit comes from git); `go install ./cmd/hapsuper`
+#                     puts it in $GOBIN instead
 #   make test         every test of every module under the race detector:
 #                     the product (.), test/ (integration, k8s, image,
 #                     manifests, scripts: root, HAProxy and the Kubernetes
@@ -14,8 +17,13 @@
 
 FUZZTIME ?= 60s
 FUZZPARALLEL ?= 1
+VERSION ?=
 
-.PHONY: test fuzz fuzz-short
+.PHONY: build test fuzz fuzz-short
+
+build:
+	CGO_ENABLED=0 go build -buildvcs=true -trimpath -ldflags "-s -w$(if $(VERSION), -X main.version=$(VERSION))" -o bin/hapsuper ./cmd/hapsuper
+	@./bin/hapsuper version
 
 # The modules whose tests make test runs (tools/k8s has none).
 MODULES = . test bench

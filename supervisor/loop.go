@@ -203,11 +203,14 @@ func (l *loop) step() {
 	switch l.drain.Tick(now) {
 	case drain.SoftStop:
 		st := l.drain.Status(now)
-		l.log.Info("drain ended", "reason", string(st.Reason), "detail", st.Detail,
-			"duration_s", st.SoftStopAt.Sub(st.StopAt).Seconds())
+		// WARN when the drain could not observe everything: its detail
+		// says what.
+		level := slog.LevelInfo
 		if st.Reason == drain.ReasonBound || st.Reason == drain.ReasonUnavailable || st.Reason == drain.ReasonUnverified {
-			l.log.Warn("drain could not observe everything", "reason", string(st.Reason), "detail", st.Detail)
+			level = slog.LevelWarn
 		}
+		l.log.Log(context.Background(), level, "drain ended", "reason", string(st.Reason), "detail", st.Detail,
+			"duration_s", st.SoftStopAt.Sub(st.StopAt).Seconds())
 		if l.routing != nil {
 			l.routing.DrainEnded(st)
 		}
@@ -262,7 +265,15 @@ func (l *loop) reap() {
 	l.exited = true
 	l.exitCode = code
 	l.drain.MasterExited(l.now())
-	l.log.Info("haproxy exited", "pid", l.master, "code", l.exitCode)
+	switch {
+	case code == 0:
+		l.log.Info("haproxy exited", "pid", l.master, "code", code)
+	case code > 128 && code < 128+65:
+		// Killed by that signal, or (137) a worker of it was SIGKILLed.
+		l.log.Error("haproxy exited", "pid", l.master, "code", code, "signal", conf.SignalName(syscall.Signal(code-128)))
+	default:
+		l.log.Error("haproxy exited", "pid", l.master, "code", code)
+	}
 	l.killGroup() // workers left behind by a killed master
 	l.endCheck()
 	l.proc.Reap()

@@ -167,7 +167,7 @@ func versionCommand(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageFailed(stderr, "version", fmt.Errorf("version: unexpected argument %q", fs.Arg(0)))
 	}
-	fmt.Fprintln(stdout, "hapsuper", versionString())
+	fmt.Fprintf(stdout, "hapsuper %s (%s)\n", versionString(), buildDetails())
 	return 0
 }
 

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -38,6 +39,10 @@ func main() {
 // Signals have been caught since the process started (earlysignal): the
 // commands that supervise nothing give them back their default action.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		earlysignal.Release()
+		return versionCommand(nil, stdout, stderr)
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return runCommand("", args, stdout, stderr)
 	}
@@ -128,4 +133,33 @@ func versionString() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// buildDetails is what `hapsuper version` adds to the version: the commit
+// the binary was built from (with "+dirty" for local changes), its time,
+// the Go release and the platform, from the build information Go embeds
+// (-buildvcs; absent with -trimpath builds outside a checkout).
+func buildDetails() string {
+	parts := []string{runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return strings.Join(parts, ", ")
+	}
+	var rev, at, dirty string
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.time":
+			at = kv.Value
+		case "vcs.modified":
+			if kv.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		parts = append([]string{"commit " + rev[:min(len(rev), 12)] + dirty + " " + at}, parts...)
+	}
+	return strings.Join(parts, ", ")
 }

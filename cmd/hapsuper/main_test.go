@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -19,6 +20,8 @@ func TestRunCommands(t *testing.T) {
 		stderrHint string
 	}{
 		{"version", []string{"version"}, 0, "hapsuper ", ""},
+		{"version names the Go release and platform", []string{"version"}, 0, runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH, ""},
+		{"--version", []string{"--version"}, 0, "hapsuper ", ""},
 		{"bad duration", []string{"--grace-period", "abc"}, 2, "", "not a duration"},
 		{"impossible timings", []string{"--quiet-period", "30s"}, 2, "", "lower --quiet-period or raise --max-wait"},
 		{"unknown flag", []string{"run", "--grace", "3s"}, 2, "", "unknown flag --grace: did you mean --grace-period?"},
