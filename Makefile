@@ -3,7 +3,10 @@
 #   make build        the binary, ./bin/hapsuper (VERSION=… names it; the
 #                     commit comes from git); `go install ./cmd/hapsuper`
 #                     puts it in $GOBIN instead
-#   make test         every test of every module under the race detector:
+#   make test         hack/setup.sh (as root: the packages, the Kubernetes
+#                     binaries, the HAProxy roots and the image, each made
+#                     once per machine), then every test of every module
+#                     under the race detector:
 #                     the product (.), test/ (integration, k8s, image,
 #                     manifests, scripts: root, HAProxy and the Kubernetes
 #                     binaries) and bench/ (the rollout smoke run); then
@@ -29,6 +32,7 @@ build:
 MODULES = . test bench
 
 test:
+	bash hack/setup.sh
 	@rc=0; for m in $(MODULES); do echo "== go test in module $$m"; (cd $$m && go test -race -count=1 -timeout 60m -v ./...) || rc=1; done; exit $$rc
 	FUZZTIME=3s FUZZPARALLEL=$(FUZZPARALLEL) hack/fuzz.sh
 

@@ -217,7 +217,7 @@ func TestRewrittenPipelinesRepeat(t *testing.T) {
 	}
 	pipelines := []pipeline{
 		{
-			file: ".ci/run", text: "haproxy -v 2>&1 | sed -n 1p",
+			file: "hack/setup.sh", text: "haproxy -v 2>&1 | sed -n 1p",
 			run: "haproxy -v 2>&1 | sed -n 1p", needs: lookPath("haproxy"),
 		},
 		{

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# setup.sh makes this machine able to run every test: the first step of
+# `make test`. Idempotent and cached: what is there already is not made
+# again, so a second run costs a few seconds. Needs root (apt, debootstrap,
+# buildah); without root it says what it cannot do and the tests that need
+# it skip, saying why.
+#
+#   Debian packages      haproxy (2.6, the host's), the tools the tests
+#                        drive (socat, curl, wrk, iproute2, nftables,
+#                        iptables, conntrack, util-linux, procps), gcc,
+#                        debootstrap, buildah, containerd, runc,
+#                        containernetworking-plugins: apt-get only when one
+#                        is missing
+#   Kubernetes binaries  hack/k8s-binaries.sh: kube-apiserver,
+#                        kube-controller-manager, kube-proxy, kubelet, etcd
+#                        from the Go module proxy (~15 min cold)
+#   HAProxy 3.0/3.2/3.4  hack/haproxy-root.sh: Debian roots (~1 min each cold)
+#   the image            hack/image.sh: the Dockerfile built by buildah (~3 min
+#                        cold, ~1.5 min with its bases cached)
+#
+# Everything it makes lives under /var/cache/hapsuper, outside the
+# repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+	echo "setup: not root: no packages, Kubernetes binaries, HAProxy roots or image are made; the tests that need them skip and say so"
+	exit 0
+fi
+
+start=$(date +%s)
+packages=(haproxy socat curl wrk make gcc libc6-dev util-linux procps iproute2 nftables iptables conntrack ca-certificates debootstrap buildah containerd runc containernetworking-plugins)
+missing=()
+for p in "${packages[@]}"; do
+	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: $(haproxy -v 2>&1 | sed -n 1p); $(go version)"
+
+echo "setup: Kubernetes test binaries"
+bash hack/k8s-binaries.sh
+for v in 3.0 3.2 3.4; do
+	echo "setup: HAProxy $v root"
+	bash hack/haproxy-root.sh "$v"
+done
+echo "setup: the image"
+bash hack/image.sh
+echo "setup: done in $(($(date +%s) - start))s"
