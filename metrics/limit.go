@@ -41,28 +41,27 @@ func (l *connLimit) Accept() (net.Conn, error) {
 	for {
 		select {
 		case l.slots <- struct{}{}:
-			l.mu.Lock()
-			l.held[c] = true
-			l.mu.Unlock()
-			return c, nil
+			return l.hold(c), nil
 		default:
 		}
 		if !l.evictOldestIdle() {
 			l.slots <- struct{}{} // every slot serves a request: wait for one
-			l.mu.Lock()
-			l.held[c] = true
-			l.mu.Unlock()
-			return c, nil
+			return l.hold(c), nil
 		}
 		select {
 		case l.slots <- struct{}{}:
-			l.mu.Lock()
-			l.held[c] = true
-			l.mu.Unlock()
-			return c, nil
+			return l.hold(c), nil
 		case <-time.After(evictWait):
 		}
 	}
+}
+
+// hold records that c holds the slot just taken.
+func (l *connLimit) hold(c net.Conn) net.Conn {
+	l.mu.Lock()
+	l.held[c] = true
+	l.mu.Unlock()
+	return c
 }
 
 // evictOldestIdle closes the connection idle the longest; false when none is.

@@ -23,31 +23,11 @@ import (
 // failure.
 func TestLogReader_Gone(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
-		dir := t.TempDir()
-		cfg := newConfig(t)
-		args := supervisorArgs(dir, fast.flags(), h.command(t, dir), "-f", cfg.write(t, dir))
-		cmd := exec.Command(hapsuperBin(t), args...)
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = w, w
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-done
-			killLeftovers(t, dir)
-		})
-
+		p := startOnPipe(t, h, fast.flags())
 		// Read until HAProxy serves, then close the read end.
 		ready := make(chan bool, 1)
 		go func() {
-			sc := bufio.NewScanner(r)
+			sc := bufio.NewScanner(p.r)
 			for sc.Scan() {
 				if strings.Contains(sc.Text(), `"msg":"haproxy ready"`) {
 					ready <- true
@@ -64,91 +44,99 @@ func TestLogReader_Gone(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("HAProxy not ready 10 s after the start")
 		}
-		r.Close()
-		waitListening(t, cfg.webAddr(), 5*time.Second)
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
-		time.Sleep(500 * time.Millisecond)
-		term := time.Now()
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		cont.stop()
-		select {
-		case <-done:
-		case <-time.After(fast.exitLimit() + 2*time.Second):
-			t.Fatalf("hapsuper still runs %s after SIGTERM with its log reader gone", time.Since(term))
-		}
-		code := harness.ExitCode(cmd.ProcessState)
-		t.Logf("exit %d %s after SIGTERM; %s", code, time.Since(term), cont.rec.summary())
+		p.r.Close()
+		code, took := p.drainAndExit(fast)
 		if code != 0 {
-			t.Errorf("exit code %d, want 0 (141 is SIGPIPE)", code)
+			t.Errorf("exit code %d %s after SIGTERM, want 0 (141 is SIGPIPE)", code, took)
 		}
-		checkNoFailures(t, cont.rec)
-		checkNoHAProxyLeft(t, dir)
 	})
 }
 
 // TestLogReader_Stalled: the reader of hapsuper's stderr stops reading
 // (the pipe, shrunk to one page, is full): neither hapsuper's log nor
 // HAProxy's own stderr lines, which hapsuper relays, may block the drain.
-// hapsuper serves, drains on SIGTERM and exits 0 within the budget, with
+// hapsuper serves, drains on SIGTERM and exits 0 before the deadline, with
 // a client seeing no failure.
 func TestLogReader_Stalled(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		b := fast
-		dir := t.TempDir()
-		cfg := newConfig(t)
-		args := supervisorArgs(dir, append(b.flags(), "--log-level", "debug"), h.command(t, dir), "-f", cfg.write(t, dir))
-		cmd := exec.Command(hapsuperBin(t), args...)
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close() // never read
-		if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
-			t.Fatalf("shrink the pipe: %v", err)
-		}
-		cmd.Stdout, cmd.Stderr = w, w
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-done
-			killLeftovers(t, dir)
-		})
-		waitListening(t, cfg.webAddr(), 10*time.Second)
-		s := &supervisor{t: t, dir: dir, master: filepath.Join(dir, "master.sock"), status: filepath.Join(dir, "status.sock")}
+		p := startOnPipe(t, h, append(b.flags(), "--log-level", "debug"))
+		waitListening(t, p.cfg.webAddr(), 10*time.Second)
+		s := &supervisor{t: t, dir: p.dir, master: filepath.Join(p.dir, "master.sock"), status: filepath.Join(p.dir, "status.sock")}
 		s.waitWorkers()
-
-		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
-		time.Sleep(500 * time.Millisecond)
-		term := time.Now()
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		cont.stop()
-		select {
-		case <-done:
-		case <-time.After(b.exitLimit() + 2*time.Second):
-			t.Fatalf("hapsuper still runs %s after SIGTERM with its stderr not read", time.Since(term))
-		}
-		code := harness.ExitCode(cmd.ProcessState)
-		took := time.Since(term)
-		t.Logf("exit %d %s after SIGTERM with stderr stalled; %s", code, took, cont.rec.summary())
+		code, took := p.drainAndExit(b)
 		if code != 0 {
 			t.Errorf("exit code %d, want 0", code)
 		}
 		if took > b.deadline() {
 			t.Errorf("exit %s after SIGTERM, past the deadline %s: the drain did not end by itself", took, b.deadline())
 		}
-		checkNoFailures(t, cont.rec)
-		checkNoHAProxyLeft(t, dir)
 	})
+}
+
+// onPipe is hapsuper with its stdout and stderr on a pipe whose read end
+// (r) the test holds: shrunk to one page, and read only if the test does.
+type onPipe struct {
+	t    *testing.T
+	dir  string
+	cfg  haproxyConfig
+	cmd  *exec.Cmd
+	r    *os.File
+	done chan struct{} // closed once hapsuper was waited for
+}
+
+func startOnPipe(t *testing.T, h haproxyVersion, flags []string) *onPipe {
+	t.Helper()
+	p := &onPipe{t: t, dir: t.TempDir(), cfg: newConfig(t), done: make(chan struct{})}
+	args := supervisorArgs(p.dir, flags, h.command(t, p.dir), "-f", p.cfg.write(t, p.dir))
+	p.cmd = exec.Command(hapsuperBin(t), args...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.r = r
+	t.Cleanup(func() { r.Close() })
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+		t.Fatalf("shrink the pipe: %v", err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		killLeftovers(t, p.dir)
+	})
+	return p
+}
+
+// drainAndExit runs a client for a second around SIGTERM, waits for
+// hapsuper's exit (the test fails past the budget), and checks that the
+// client saw no failure and no HAProxy is left. It returns the exit code
+// and the time from SIGTERM to the exit.
+func (p *onPipe) drainAndExit(b budget) (int, time.Duration) {
+	t := p.t
+	t.Helper()
+	waitListening(t, p.cfg.webAddr(), 5*time.Second)
+	cont := startContinuous(t, p.cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	term := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cont.stop()
+	select {
+	case <-p.done:
+	case <-time.After(b.exitLimit() + 2*time.Second):
+		t.Fatalf("hapsuper still runs %s after SIGTERM", time.Since(term))
+	}
+	code, took := harness.ExitCode(p.cmd.ProcessState), time.Since(term)
+	t.Logf("exit %d %s after SIGTERM; %s", code, took, cont.rec.summary())
+	checkNoFailures(t, cont.rec)
+	checkNoHAProxyLeft(t, p.dir)
+	return code, took
 }
