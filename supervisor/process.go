@@ -105,8 +105,12 @@ var _ process = masterProcess{}
 
 func (m masterProcess) Signal(sig syscall.Signal) error { return syscall.Kill(m.pid, sig) }
 
-func (m masterProcess) KillGroup() error {
-	if err := syscall.Kill(-m.pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+func (m masterProcess) KillGroup() error { return killGroup(m.pid) }
+
+// killGroup SIGKILLs the process group pgid; a group already gone is no
+// error.
+func killGroup(pgid int) error {
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
 		return err
 	}
 	return nil

@@ -2,9 +2,9 @@ package supervisor
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"syscall"
@@ -68,12 +68,8 @@ func startReloadCheck(argv, env []string, origin string, now time.Time) (*reload
 		return nil, fmt.Errorf("start %s -c: %w", argv[0], err)
 	}
 	pgid := p.Pid
-	c := &reloadCheck{pid: p.Pid, origin: origin, started: now, out: make(chan []byte, 1), killGroup: func() error {
-		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-		return nil
-	}}
+	c := &reloadCheck{pid: p.Pid, origin: origin, started: now, out: make(chan []byte, 1),
+		killGroup: func() error { return killGroup(pgid) }}
 	p.Release() // the reaper waits with wait4(-1)
 	go func() {
 		defer r.Close()
@@ -112,9 +108,10 @@ const (
 )
 
 // alerts returns HAProxy's [ALERT] lines of out without their tag and pid
-// ("[ALERT]    (12) : config : parsing [x.cfg:3] : ..." → "config : parsing
-// [x.cfg:3] : ..."), joined with "; ", at most maxAlertLines of at most
-// maxAlertLineLen bytes; the last line of out when it has none.
+// (parseHAProxyLine: "[ALERT]    (12) : config : parsing [x.cfg:3] : ..." →
+// "config : parsing [x.cfg:3] : ..."), joined with "; ", at most
+// maxAlertLines of at most maxAlertLineLen bytes; the last line of out when
+// it has none.
 func alerts(out []byte) string {
 	var keep []string
 	var last string
@@ -124,15 +121,8 @@ func alerts(out []byte) string {
 			continue
 		}
 		last = line
-		_, rest, ok := strings.Cut(line, "[ALERT]")
-		if !ok {
-			continue
-		}
-		if _, msg, ok := strings.Cut(rest, ") : "); ok {
-			rest = msg
-		}
-		if len(keep) < maxAlertLines {
-			keep = append(keep, truncate(strings.TrimSpace(rest), maxAlertLineLen))
+		if level, _, msg := parseHAProxyLine([]byte(line)); level == slog.LevelError && len(keep) < maxAlertLines {
+			keep = append(keep, truncate(strings.TrimSpace(msg), maxAlertLineLen))
 		}
 	}
 	if len(keep) == 0 {
