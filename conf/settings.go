@@ -42,6 +42,7 @@ type Settings struct {
 	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
 	KubeProxySyncAllowance time.Duration // D: kube-proxy's lag behind hapsuper's watch plus one sync
 	LBDeregistrationDelay  time.Duration // load balancers' sending after deregistration; 0: none
+	LBHealthCheckWindow    time.Duration // a node-checking balancer's mark-down after its check fails; 0: unknown
 }
 
 // Defaults that other packages and messages name. Every other default is
@@ -136,6 +137,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxySyncAllowance}, "kube-proxy-sync-allowance", "kube-proxy's lag behind hapsuper's watch plus one rule sync: its p99 sync_proxy_rules_duration_seconds, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.LBDeregistrationDelay}, "lb-deregistration-delay", "how long load balancers that target pod IPs keep sending after deregistration; the drain holds that long after the withdrawal (routing modes)")
+	fs.Var(durationValue{&s.LBHealthCheckWindow}, "lb-health-check-window", "the longest a load balancer that health-checks the nodes (externalTrafficPolicy Local) takes to stop sending once its check fails: interval × unhealthy threshold + one interval; a Service's AWS or Azure health-check annotations take precedence (default: unknown, such drains run to the bound)")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	return fs
 }
@@ -311,6 +313,7 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod.String()),
 		slog.String("kube-proxy-sync-allowance", s.KubeProxySyncAllowance.String()),
 		slog.String("lb-deregistration-delay", s.LBDeregistrationDelay.String()),
+		slog.String("lb-health-check-window", s.LBHealthCheckWindow.String()),
 		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
 	}
 }

@@ -102,5 +102,12 @@ func validate(s Settings, src source) error {
 		return fmt.Errorf("%s plus %s reaches %s: every drain would end at the bound; raise --max-wait (and --grace-period)",
 			src.label("lb-deregistration-delay", s.LBDeregistrationDelay), src.label("quiet-period", s.QuietPeriod), src.label("max-wait", s.MaxWait))
 	}
+	if s.LBHealthCheckWindow < 0 {
+		return fmt.Errorf("%s is negative: give the load balancer's health-check interval × unhealthy threshold + one interval, or 0 (unknown)", src.label("lb-health-check-window", s.LBHealthCheckWindow))
+	}
+	if s.LBHealthCheckWindow > 0 && s.LBHealthCheckWindow+s.WithdrawnQuietPeriod >= s.MaxWait {
+		return fmt.Errorf("%s plus %s reaches %s: every drain behind such a load balancer would end at the bound; raise --max-wait (and --grace-period)",
+			src.label("lb-health-check-window", s.LBHealthCheckWindow), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod), src.label("max-wait", s.MaxWait))
+	}
 	return nil
 }

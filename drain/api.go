@@ -31,13 +31,20 @@ const (
 // mode endpointslices), then quiet; kube-proxy's rules were not observed.
 const ReasonWithdrawnInAPI Reason = "withdrawn-in-api"
 
+// ReasonLBMarkedDown: every path kube-proxy carries withdrawn and confirmed,
+// and the external path a load balancer sends through (externalTrafficPolicy
+// Local, no other ready pod on the node) judged withdrawn by the load
+// balancer's own health check: the node's check observed failing for the
+// balancer's window; then no new connection for WithdrawnQuietPeriod.
+const ReasonLBMarkedDown Reason = "lb-marked-down"
+
 // Phases lists the phases in the order of a life: the one list status,
 // metrics and docs take them from.
 func Phases() []Phase { return []Phase{Starting, Serving, Draining, Stopping, Exited} }
 
 // Reasons lists every reason a drain ends with.
 func Reasons() []Reason {
-	return []Reason{ReasonRoutedAway, ReasonWithdrawnInAPI, ReasonQuiet, ReasonUnverified, ReasonBound, ReasonUnavailable}
+	return []Reason{ReasonRoutedAway, ReasonLBMarkedDown, ReasonWithdrawnInAPI, ReasonQuiet, ReasonUnverified, ReasonBound, ReasonUnavailable}
 }
 
 // Settings are the drain's timings. They come validated from conf.
@@ -103,6 +110,11 @@ type Routing struct {
 	// not observed (endpointslices mode). It ends a drain with
 	// ReasonWithdrawnInAPI instead of ReasonRoutedAway.
 	APIOnly bool
+	// Balancer says a withdrawn State includes an external path judged by a
+	// load balancer's health check rather than by kube-proxy's rules: the
+	// balancer's window passed since the node's check was seen failing. It
+	// ends a drain with ReasonLBMarkedDown (unless APIOnly).
+	Balancer bool
 }
 
 // Action is what the supervisor must do to HAProxy after a Tick.

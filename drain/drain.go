@@ -55,7 +55,8 @@ import (
 // Routing. The latest SetRouting counts; before any, routing is off. The
 // reason a drain ends on its conditions follows the routing state: off gives
 // ReasonQuiet, withdrawn ReasonRoutedAway (ReasonWithdrawnInAPI when
-// Routing.APIOnly), unverified ReasonUnverified (the Detail names what was
+// Routing.APIOnly, ReasonLBMarkedDown when Routing.Balancer, whose Detail
+// then ends with the last new connection), unverified ReasonUnverified (the Detail names what was
 // not observed).
 //
 // Times. Deadline = stop request + grace - Margin, where grace is
@@ -176,7 +177,13 @@ func (d *Drain) Tick(now time.Time) Action {
 	switch d.phase {
 	case Draining:
 		if d.q.met(now, d.withdrawn()) && routingMet(d.routing) {
-			d.stop(now, routingReason(d.routing), d.routing.Detail)
+			reason, detail := routingReason(d.routing), d.routing.Detail
+			if reason == ReasonLBMarkedDown {
+				// The balancer's window is a setting: what the pod saw
+				// after it is the evidence, so the result names it.
+				detail += "; " + d.q.detail(now, true)
+			}
+			d.stop(now, reason, detail)
 			return SoftStop
 		}
 		if !now.Before(d.boundAt) {

@@ -257,3 +257,25 @@ func TestNoActionWithoutStop(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// An external path judged by the load balancer's health check ends the
+// drain lb-marked-down, once new connections have been quiet for the
+// withdrawn period; the detail ends with the last new connection, the
+// evidence that the balancer stopped sending.
+func TestRoutingBalancerEndsLBMarkedDown(t *testing.T) {
+	s := settings
+	s.WithdrawnQuietPeriod = time.Second
+	r := serving(t, s)
+	r.route(0, RoutingPending, "external path: window not passed")
+	r.poll(0, w(100, 0))
+	r.stop(0)
+	n := uint64(0)
+	for off := sec(0.5); off <= sec(3); off += poll {
+		n++
+		r.want(off, r.poll(off, w(100, n)), None)
+	}
+	r.d.SetRouting(Routing{State: RoutingWithdrawn, Balancer: true, Detail: "balancer window passed"}, at(sec(3.2)))
+	r.want(sec(3.5), r.poll(sec(3.5), w(100, n)), None)
+	r.want(sec(4), r.poll(sec(4), w(100, n)), SoftStop)
+	r.wantEnd(sec(4), ReasonLBMarkedDown, "balancer window passed; last new connection 1.0s ago, last reading 0.0s ago")
+}

@@ -12,6 +12,9 @@ func TestRoutingReasonAPIOnly(t *testing.T) {
 	}{
 		{Routing{State: RoutingWithdrawn}, ReasonRoutedAway},
 		{Routing{State: RoutingWithdrawn, APIOnly: true}, ReasonWithdrawnInAPI},
+		{Routing{State: RoutingWithdrawn, Balancer: true}, ReasonLBMarkedDown},
+		{Routing{State: RoutingWithdrawn, Balancer: true, APIOnly: true}, ReasonWithdrawnInAPI},
+		{Routing{State: RoutingUnverified, Balancer: true}, ReasonUnverified},
 		{Routing{State: RoutingUnverified, APIOnly: true}, ReasonUnverified},
 		{Routing{State: RoutingOff}, ReasonQuiet},
 	} {

@@ -18,6 +18,9 @@ func routingReason(r Routing) Reason {
 		if r.APIOnly {
 			return ReasonWithdrawnInAPI
 		}
+		if r.Balancer {
+			return ReasonLBMarkedDown
+		}
 		return ReasonRoutedAway
 	case RoutingUnverified:
 		return ReasonUnverified

@@ -40,6 +40,9 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		if s.LBDeregistrationDelay > 0 {
 			log.Warn("--lb-deregistration-delay has no effect with --routing off: no withdrawal is observed")
 		}
+		if s.LBHealthCheckWindow > 0 {
+			log.Warn("--lb-health-check-window has no effect with --routing off: no load balancer is observed")
+		}
 		return off, nil
 	}
 	cfg, credsErr := RESTConfig(s.Kubeconfig)
@@ -80,12 +83,13 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		log.Info("drains hold for load balancers after the withdrawal", "lb-deregistration-delay", s.LBDeregistrationDelay.String())
 	}
 	obs, err := New(Config{
-		Mode:              Mode(mode),
-		Identity:          id,
-		HealthzPort:       s.KubeProxyHealthzPort,
-		MinSyncPeriod:     s.KubeProxyMinSyncPeriod,
-		SyncAllowance:     s.KubeProxySyncAllowance,
-		LoadBalancerDelay: s.LBDeregistrationDelay,
+		Mode:                Mode(mode),
+		Identity:            id,
+		HealthzPort:         s.KubeProxyHealthzPort,
+		MinSyncPeriod:       s.KubeProxyMinSyncPeriod,
+		SyncAllowance:       s.KubeProxySyncAllowance,
+		LoadBalancerDelay:   s.LBDeregistrationDelay,
+		LBHealthCheckWindow: s.LBHealthCheckWindow,
 	}, client, log) // the observer names its own component
 	if err != nil {
 		return nil, err

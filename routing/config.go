@@ -77,6 +77,13 @@ type Config struct {
 	// (after the stop request when no slice lists the pod). Zero: no hold.
 	LoadBalancerDelay time.Duration
 
+	// LBHealthCheckWindow is the longest a load balancer that health-checks
+	// the nodes (externalTrafficPolicy Local) takes to stop sending once its
+	// check of the node fails; a Service's own health-check annotations
+	// take precedence (balancer.go). Zero: unknown, and such a path stays
+	// pending.
+	LBHealthCheckWindow time.Duration
+
 	// Concurrency bounds the healthz requests in flight.
 	Concurrency int
 	// RequestTimeout bounds one healthz request, connection included.
@@ -129,7 +136,7 @@ func (c Config) validate() error {
 	switch {
 	case c.HealthzPort < 1 || c.HealthzPort > 65535:
 		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
-	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.LoadBalancerDelay < 0:
+	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
 		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
 	case c.Concurrency < 1:
 		return fmt.Errorf("check routing config: concurrency %d: must be at least 1", c.Concurrency)

@@ -89,8 +89,13 @@ var errStale = errors.New("kept connection closed by the node")
 // get sends GET /healthz to addr and reads the answer, within ctx. A
 // failure to connect is a *dialError; a timeout is context.DeadlineExceeded.
 func (c *healthzClient) get(ctx context.Context, addr string) (status int, body []byte, err error) {
+	return c.getPath(ctx, addr, "/healthz")
+}
+
+// getPath is get for another path (a Service's health check asks /).
+func (c *healthzClient) getPath(ctx context.Context, addr, path string) (status int, body []byte, err error) {
 	if kc := c.take(addr); kc != nil {
-		status, body, err = c.exchange(ctx, kc, addr, true)
+		status, body, err = c.exchange(ctx, kc, addr, path, true)
 		if !errors.Is(err, errStale) {
 			return status, body, err
 		}
@@ -101,12 +106,12 @@ func (c *healthzClient) get(ctx context.Context, addr string) (status int, body 
 	if err != nil {
 		return 0, nil, &dialError{err: err}
 	}
-	return c.exchange(ctx, newKeptConn(conn), addr, false)
+	return c.exchange(ctx, newKeptConn(conn), addr, path, false)
 }
 
 // exchange makes one request on kc and keeps kc for the next one when the
 // answer allows it; it closes kc otherwise.
-func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr string, reused bool) (int, []byte, error) {
+func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path string, reused bool) (int, []byte, error) {
 	keep := false
 	defer func() {
 		if keep {
@@ -123,7 +128,7 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr string,
 	stop := context.AfterFunc(ctx, func() { kc.SetDeadline(time.Unix(1, 0)) }) // shutting down: unblock
 	defer stop()
 	kc.budget.left = maxHealthzAnswer
-	if _, err := io.WriteString(kc, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(kc, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
 		return 0, nil, c.failed(ctx, addr, err, reused)
 	}
 	if _, err := kc.r.Peek(1); err != nil {
@@ -157,7 +162,7 @@ func (c *healthzClient) failed(ctx context.Context, addr string, err error, reus
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)):
 		return errStale
 	}
-	return fmt.Errorf("GET http://%s/healthz: %w", addr, err)
+	return fmt.Errorf("GET http://%s: %w", addr, err)
 }
 
 func (c *healthzClient) take(addr string) *keptConn {

@@ -33,11 +33,12 @@ type Observer struct {
 	synced    bool      // the slice and Service watches delivered their initial lists
 	stopAt    time.Time // zero until the drain starts
 	watch     watchState
-	nodes     map[string]*nodeState // nil until the node list is read
-	nodesErr  string                // why the node list could not be read
-	leftNodes map[string]string     // node → why it left the set (deleted, NotReady)
-	listedAt  time.Time             // when the node list was last read
-	conns     *connSet              // open healthz connections, per node address
+	nodes     map[string]*nodeState    // nil until the node list is read
+	nodesErr  string                   // why the node list could not be read
+	leftNodes map[string]string        // node → why it left the set (deleted, NotReady)
+	listedAt  time.Time                // when the node list was last read
+	conns     *connSet                 // open healthz connections, per node address
+	checks    map[checkKey]*checkState // the external paths' health checks, as answered
 }
 
 // New builds an Observer on the real clock and network. client may be nil
@@ -177,6 +178,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		case <-o.kick:
 		}
 		o.confirmRound(ctx)
+		o.balancerRound(ctx)
 	}
 }
 

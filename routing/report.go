@@ -68,6 +68,7 @@ func (o *Observer) Routing(now time.Time) drain.Routing {
 	} else {
 		r = o.kubeProxyVerdict(api)
 	}
+	r = o.balancerVerdict(r, now)
 	if r.State != drain.RoutingPending && len(unobserved) > 0 {
 		// Paths kube-proxy does not carry: never withdrawn, only unverified.
 		r = drain.Routing{State: drain.RoutingUnverified, Detail: r.Detail + "; not observed: " + named(unobserved)}

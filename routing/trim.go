@@ -40,7 +40,7 @@ func trimSlice(s *discovery.EndpointSlice) *discovery.EndpointSlice { return tri
 // trimService keeps what proxied and judgeFamily read of a Service.
 func trimService(s *corev1.Service) *corev1.Service {
 	meta := trimMeta(s.ObjectMeta)
-	for _, k := range lbAnnotations {
+	for _, k := range keptAnnotations {
 		if v, ok := s.Annotations[k]; ok {
 			if meta.Annotations == nil {
 				meta.Annotations = map[string]string{}
@@ -56,6 +56,7 @@ func trimService(s *corev1.Service) *corev1.Service {
 		ExternalTrafficPolicy:    s.Spec.ExternalTrafficPolicy,
 		InternalTrafficPolicy:    s.Spec.InternalTrafficPolicy,
 		PublishNotReadyAddresses: s.Spec.PublishNotReadyAddresses,
+		HealthCheckNodePort:      s.Spec.HealthCheckNodePort,
 	}}
 }
 
@@ -79,14 +80,16 @@ func (t trimmer) trim(obj any) (any, error) {
 	return obj, nil
 }
 
-// trimPod keeps what podEvent reads: the deletion grace period and the
-// pod's own paths (hostNetwork, hostPorts, readiness gates).
+// trimPod keeps what podEvent reads: the deletion grace period, the
+// node's address and the pod's own paths (hostNetwork, hostPorts,
+// readiness gates).
 func trimPod(p *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 		DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
 	}}
 	out.Spec.HostNetwork = p.Spec.HostNetwork
+	out.Status.HostIP = p.Status.HostIP
 	out.Spec.ReadinessGates = p.Spec.ReadinessGates
 	for _, c := range p.Spec.Containers {
 		var ports []corev1.ContainerPort

@@ -42,8 +42,10 @@ const (
 	annotationGKENEG    = "cloud.google.com/neg"                                         // {"ingress":true} or {"exposed_ports":…}
 )
 
-// lbAnnotations are the annotations the Service trim keeps.
-var lbAnnotations = []string{annotationNLBTarget, annotationALBTarget, annotationGKENEG}
+// keptAnnotations are the annotations the Service trim keeps: the load
+// balancers that target pod IPs, and the health-check windows.
+var keptAnnotations = []string{annotationNLBTarget, annotationALBTarget, annotationGKENEG,
+	annotationAWSInterval, annotationAWSThreshold, annotationAzureInterval, annotationAzureThreshold}
 
 // podPaths names the pod's own paths that kube-proxy does not carry.
 func podPaths(pod *corev1.Pod) []string {

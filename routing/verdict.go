@@ -22,6 +22,9 @@ const (
 type pathVerdict struct {
 	withdrawn bool
 	why       string // what the verdict rests on, for the detail
+	// balancer, on a withdrawn verdict, is the external path that still
+	// sends here until a load balancer marks the node down (balancer.go).
+	balancer *balancerPath
 }
 
 // matcher recognises this pod's endpoints.
@@ -106,10 +109,17 @@ func localPolicy(svc *corev1.Service) (bool, string) {
 	if external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
 		return true, "externalTrafficPolicy Local"
 	}
-	if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+	if internalPolicyLocal(svc) {
 		return true, "internalTrafficPolicy Local"
 	}
 	return false, ""
+}
+
+// internalPolicyLocal says whether the Service's cluster traffic only goes to
+// endpoints on the node it entered.
+func internalPolicyLocal(svc *corev1.Service) bool {
+	p := svc.Spec.InternalTrafficPolicy
+	return p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal
 }
 
 // portKey is a Service port as kube-proxy groups endpoints: by the slice
@@ -254,7 +264,19 @@ func judgeFamily(svc *corev1.Service, fam discovery.AddressType, mine, others []
 		return pathVerdict{why: fmt.Sprintf("serving-terminating with no other ready %s endpoint: kube-proxy falls back to it", fam)}
 	}
 	if local, policy := localPolicy(svc); local && !otherReadyHere {
-		return pathVerdict{why: fmt.Sprintf("serving-terminating with no other ready %s endpoint on node %s: %s falls back to it", fam, node, policy)}
+		b := externalCheck(svc)
+		if internalPolicyLocal(svc) || b == nil {
+			why := fmt.Sprintf("serving-terminating with no other ready %s endpoint on node %s: %s falls back to it", fam, node, policy)
+			if !internalPolicyLocal(svc) {
+				why += " (no healthCheckNodePort tells a load balancer to stop sending)"
+			}
+			return pathVerdict{why: why}
+		}
+		// kube-proxy's rules send the Service's cluster traffic to the
+		// other endpoints; the node's external traffic still comes here,
+		// until the balancer that health-checks the node stops sending.
+		return pathVerdict{withdrawn: true, balancer: b, why: fmt.Sprintf(
+			"endpoint not ready, other endpoints ready; externalTrafficPolicy Local: node %s's external traffic falls back to it until the load balancer marks the node down", node)}
 	}
 	return pathVerdict{withdrawn: true, why: "endpoint not ready, other endpoints ready"}
 }

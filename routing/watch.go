@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -39,9 +40,10 @@ type watchState struct {
 	// where the scan was O(N), and O(N²) for the initial list).
 	byService map[string][]*storedSlice
 	paths     map[pathKey]*path
-	grace     *int64 // the pod's deletionGracePeriodSeconds
-	watchErr  string // the last error of a watch that has not synced
-	podSeen   bool   // the pod watch delivered the pod
+	grace     *int64     // the pod's deletionGracePeriodSeconds
+	watchErr  string     // the last error of a watch that has not synced
+	podSeen   bool       // the pod watch delivered the pod
+	hostIP    netip.Addr // the pod's node address (status.hostIP); invalid until known
 	podPaths  []string
 	// unproxied: Service → why, for Services kube-proxy does not program
 	// whose slices listed the pod (see unobserved.go). Kept for the pod's
@@ -185,6 +187,9 @@ func (o *Observer) podEvent(pod *corev1.Pod) {
 	if pod.DeletionGracePeriodSeconds != nil {
 		g := *pod.DeletionGracePeriodSeconds
 		o.watch.grace = &g
+	}
+	if a, err := netip.ParseAddr(pod.Status.HostIP); err == nil {
+		o.watch.hostIP = a.Unmap()
 	}
 	paths := podPaths(pod)
 	if !o.watch.podSeen || !slices.Equal(paths, o.watch.podPaths) {
