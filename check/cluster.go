@@ -96,7 +96,7 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 		graceRow(r, s, pod)
 	}
 	grantRows(ctx, r, in.Client, id, effective)
-	pathRows(ctx, r, in.Client, id, pod)
+	pathRows(ctx, r, in.Client, id, pod, s.LBHealthCheckWindow)
 	if effective != routing.ModeKubeProxy {
 		r.add(AreaKubeProxy, "-", Skip, "skipped: routing "+string(effective)+" does not ask kube-proxy", "")
 		return

@@ -14,10 +14,10 @@ import (
 
 // pathRows shows the Services whose slices list the pod and every path a
 // drain could not observe, as the observer judges them.
-func pathRows(ctx context.Context, r *Report, client API, id routing.Identity, pod *corev1.Pod) {
+func pathRows(ctx context.Context, r *Report, client API, id routing.Identity, pod *corev1.Pod, window time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, 2*apiTimeout)
 	defer cancel()
-	sv, err := routing.SurveyPod(ctx, client, id, pod)
+	sv, err := routing.SurveyPod(ctx, client, id, pod, window)
 	if err != nil {
 		fix := "check that the apiserver answers"
 		if apierrors.IsForbidden(err) {
@@ -48,6 +48,48 @@ func pathRows(ctx context.Context, r *Report, client API, id routing.Identity, p
 		r.add(AreaPaths, subject, Warn, "not observed: "+detail+"; a drain ends unverified while it exists, the quiet period deciding",
 			"remove the path if it is not meant; for a load balancer that targets pod IPs, set --lb-deregistration-delay")
 	}
+	for _, e := range sv.External {
+		externalRows(r, e, id.NodeName)
+	}
+}
+
+// externalRows show how a drain would judge the external path of a
+// LoadBalancer Service with externalTrafficPolicy Local: whether the node's
+// traffic has another ready pod to go to, the node's health check as the
+// pod reaches it, and the balancer's window.
+func externalRows(r *Report, e routing.SurveyExternal, node string) {
+	subject := e.Service + " external"
+	policy := "LoadBalancer, externalTrafficPolicy Local"
+	switch {
+	case e.OtherReadyOnNode:
+		r.add(AreaPaths, subject, OK, fmt.Sprintf("%s; another ready pod runs on node %s: its external traffic goes there once this pod is not ready", policy, node), "")
+		return
+	case e.HealthCheckNodePort == 0:
+		r.add(AreaPaths, subject, Warn, policy+"; no healthCheckNodePort: nothing tells a load balancer to stop sending to node "+node+", so a drain holds to the bound",
+			"")
+		return
+	}
+	r.add(AreaPaths, subject, OK, fmt.Sprintf("%s; this pod is node %s's only ready pod: a drain waits for the load balancer to mark the node down (healthCheckNodePort %d)",
+		policy, node, e.HealthCheckNodePort), "")
+	if e.Reachable {
+		r.add(AreaPaths, subject+" health check", OK, fmt.Sprintf("%s reachable from the pod: %s", e.URL, e.Answer), "")
+	} else {
+		r.add(AreaPaths, subject+" health check", Warn, fmt.Sprintf("%s: %s; a drain cannot see the load balancer's check fail and holds to the bound", orDash(e.URL), e.Answer),
+			"let the pod reach its node's health check port (NetworkPolicy egress to the node's address on the NodePort range; deploy/overlays/kube-proxy)")
+	}
+	if e.Window > 0 {
+		r.add(AreaPaths, subject+" window", OK, fmt.Sprintf("%v from %s: a drain ends that long after the node's check fails, then on new-connection quiet", e.Window, e.WindowSource), "")
+	} else {
+		r.add(AreaPaths, subject+" window", Warn, e.WindowSource+"; a drain holds to the bound",
+			"set --lb-health-check-window (deploy/README.md lists the providers' defaults)")
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // maxNodeRows bounds the rows of nodes whose kube-proxy answers; the nodes

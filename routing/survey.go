@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,25 @@ import (
 type Survey struct {
 	Paths      []SurveyPath // Services and families whose slices list the pod, sorted
 	Unobserved []string     // paths kube-proxy does not carry, as a drain's detail names them
+	// External: the LoadBalancer Services with externalTrafficPolicy Local
+	// whose slices list the pod, sorted.
+	External []SurveyExternal
+}
+
+// SurveyExternal is the external path of one LoadBalancer Service with
+// externalTrafficPolicy Local, as a drain would judge it (balancer.go).
+type SurveyExternal struct {
+	Service string // namespace/name
+	// OtherReadyOnNode: another ready endpoint runs on the pod's node, so
+	// the node's external traffic goes there once the pod is not ready.
+	OtherReadyOnNode bool
+	// HealthCheckNodePort is spec.healthCheckNodePort; 0: none.
+	HealthCheckNodePort int32
+	URL                 string // the node's health check as the pod asks it; empty without hostIP or port
+	Answer              string // what it answered, or why it was not asked
+	Reachable           bool   // kube-proxy answered for this Service
+	Window              time.Duration
+	WindowSource        string // where the window comes from, or why it is unknown
 }
 
 // SurveyPath is one Service and address family whose slices list the pod.
@@ -39,7 +59,10 @@ type SurveyPath struct {
 // SurveyPod lists the namespace's EndpointSlices and Services and gets the
 // pod, and judges them as the observer does. pod is the pod as read (its
 // own fields are checked by the caller too). Each call is bounded by ctx.
-func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod) (Survey, error) {
+//
+// window is --lb-health-check-window; the health check of the node of each
+// external path is asked once, bounded by DefaultRequestTimeout.
+func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod, window time.Duration) (Survey, error) {
 	o, err := newObserver(Config{Mode: ModeEndpointSlices, Identity: id}, client, clock.RealClock{}, (&net.Dialer{}).DialContext, nil)
 	if err != nil {
 		return Survey{}, err
@@ -88,7 +111,54 @@ func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod) (S
 	}
 	sortPaths(s.Paths)
 	s.Unobserved = o.unobserved()
+	s.External = o.surveyExternal(ctx, window)
 	return s, nil
+}
+
+// surveyExternal judges the external paths of the Services whose slices
+// list the pod. Called with o.mu held; the requests are bounded.
+func (o *Observer) surveyExternal(ctx context.Context, window time.Duration) []SurveyExternal {
+	var out []SurveyExternal
+	seen := map[string]bool{}
+	for k := range o.watch.paths {
+		svc := o.watch.services[k.service]
+		if seen[k.service] || svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer ||
+			svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+			continue
+		}
+		seen[k.service] = true
+		e := SurveyExternal{Service: o.cfg.Identity.Namespace + "/" + k.service, HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
+		e.Window, e.WindowSource = healthCheckWindow(svc.Annotations, window)
+		for _, sl := range expandSlices(o.watch.byService[k.service]) {
+			for _, ep := range sl.Endpoints {
+				if o.match.kind(ep) == otherPod && isReady(ep) && ep.NodeName != nil && *ep.NodeName == o.cfg.Identity.NodeName {
+					e.OtherReadyOnNode = true
+				}
+			}
+		}
+		switch {
+		case e.HealthCheckNodePort == 0:
+			e.Answer = "no healthCheckNodePort"
+		case !o.watch.hostIP.IsValid():
+			e.Answer = "the pod's hostIP is not known"
+		default:
+			ck := checkKey{addr: o.watch.hostIP, port: e.HealthCheckNodePort}
+			e.URL = ck.url()
+			rctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+			status, body, err := o.http.getPath(rctx, netip.AddrPortFrom(ck.addr, uint16(ck.port)).String(), "/")
+			cancel()
+			if err != nil {
+				e.Answer = classify(e.URL, err, DefaultRequestTimeout).msg
+			} else {
+				_, e.Answer = readServiceHealth(status, body, o.cfg.Identity.Namespace, k.service)
+				e.Reachable = strings.HasPrefix(e.Answer, "HTTP ") && strings.Contains(e.Answer, "localEndpoints")
+			}
+		}
+		out = append(out, e)
+	}
+	o.http.CloseIdleConnections()
+	slices.SortFunc(out, func(a, b SurveyExternal) int { return strings.Compare(a.Service, b.Service) })
+	return out
 }
 
 func sortPaths(ps []SurveyPath) {

@@ -61,7 +61,7 @@ func TestSurveyPodAgreesWithObserver(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			sv, err := SurveyPod(ctx, kubefake.New(fake.NewClientset(tt.objs...)), me, p)
+			sv, err := SurveyPod(ctx, kubefake.New(fake.NewClientset(tt.objs...)), me, p, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,5 +133,59 @@ func TestProbeKubeProxies(t *testing.T) {
 	}
 	if !strings.Contains(n2.Err, "unreachable") || n2.Pending {
 		t.Errorf("n2 (refused): %+v, want unreachable, not pending", n2)
+	}
+}
+
+// A LoadBalancer Service with externalTrafficPolicy Local: the survey asks
+// the node's health check at the pod's hostIP and gives the window; with
+// another ready pod on the node it says so instead.
+func TestSurveyExternal(t *testing.T) {
+	check := &serviceCheck{local: 1}
+	srv := httptest.NewServer(check)
+	t.Cleanup(srv.Close)
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	lb := service("web", loadBalancerLocal, func(s *corev1.Service) {
+		s.Spec.HealthCheckNodePort = int32(port)
+		s.Annotations = map[string]string{annotationAzureInterval: "5", annotationAzureThreshold: "2"}
+	})
+	p := pod(func(p *corev1.Pod) { p.Status.HostIP = "127.0.0.1" })
+	for _, tt := range []struct {
+		name   string
+		slice  any
+		window time.Duration
+		want   SurveyExternal
+	}{
+		{"only pod on the node", v4("web-a", "web", mine(readyC), peer("n2", readyC)), 0, SurveyExternal{
+			Service: "default/web", HealthCheckNodePort: int32(port), URL: "http://127.0.0.1:" + portStr + "/",
+			Answer: "HTTP 200, localEndpoints 1", Reachable: true, Window: 15 * time.Second,
+			WindowSource: "Azure annotations: interval 5s × threshold 2 + 5s"}},
+		{"another ready pod on the node", v4("web-a", "web", mine(readyC), peer("n1", readyC)), 0, SurveyExternal{
+			Service: "default/web", OtherReadyOnNode: true, HealthCheckNodePort: int32(port), URL: "http://127.0.0.1:" + portStr + "/",
+			Answer: "HTTP 200, localEndpoints 1", Reachable: true, Window: 15 * time.Second,
+			WindowSource: "Azure annotations: interval 5s × threshold 2 + 5s"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			sv, err := SurveyPod(ctx, kubefake.New(fake.NewClientset(lb, tt.slice.(runtime.Object), p)), me, p, tt.window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sv.External) != 1 || sv.External[0] != tt.want {
+				t.Fatalf("External = %+v\nwant %+v", sv.External, tt.want)
+			}
+		})
+	}
+	// Not reachable: said, not taken for a failing check.
+	srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	sv, err := SurveyPod(ctx, kubefake.New(fake.NewClientset(lb, v4("web-a", "web", mine(readyC), peer("n2", readyC)), p)), me, p, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := sv.External; len(e) != 1 || e[0].Reachable || !strings.Contains(e[0].Answer, "unreachable") {
+		t.Fatalf("External = %+v, want unreachable", e)
 	}
 }
