@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // checkRow is one row of `hapsuper check --json`.
@@ -228,6 +229,42 @@ func TestCheck_RealCluster(t *testing.T) {
 		}()
 		c := e.checkUntil(t, pod, good, "paths", "default/web-dns", "headless Service")
 		c.want(t, 1, "paths", "default/web-dns", "WARN", "headless Service: DNS clients hold the pod's IP")
+	})
+
+	// A LoadBalancer Service with externalTrafficPolicy Local: web-a is
+	// node1's only ready pod, so check asks node1's health check node port
+	// from the pod (kube-proxy answers 200, one local endpoint) and says the
+	// window is unknown, naming the setting.
+	t.Run("load balancer, externalTrafficPolicy Local", func(t *testing.T) {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web-lb"}, Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Selector: map[string]string{"app": "web"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		}}
+		created, err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+			if err := e.H.Client.DiscoveryV1().EndpointSlices(k8stest.PodNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+				metav1.ListOptions{LabelSelector: discovery.LabelServiceName + "=" + svc.Name}); err != nil {
+				t.Error(err)
+			}
+		}()
+		url := fmt.Sprintf("http://%s:%d/", pod.Node.IP, created.Spec.HealthCheckNodePort)
+		c := e.checkUntil(t, pod, good, "paths", "default/web-lb external health check", "HTTP 200, localEndpoints 1")
+		c.want(t, 1, "paths", "default/web-lb external window", "WARN", "set --lb-health-check-window")
+		for _, w := range []struct{ subject, text string }{
+			{"default/web-lb external", "this pod is node node1's only ready pod"},
+			{"default/web-lb external health check", url + " reachable from the pod: HTTP 200, localEndpoints 1"},
+		} {
+			if rows := c.find("paths", w.subject, w.text); len(rows) != 1 || rows[0].Status != "OK" {
+				t.Errorf("want one OK row paths %q saying %q, got %+v", w.subject, w.text, rows)
+			}
+		}
 	})
 
 	t.Run("node2 healthz blocked", func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 	"sigs.k8s.io/yaml"
@@ -46,8 +48,25 @@ func TestDeploy_HAProxyIngress(t *testing.T) {
 	if s.MasterSocket != "/var/run/haproxy/master.sock" {
 		t.Errorf("hapsuper's master socket %q: want the chart's /var/run/haproxy/master.sock, which the controller uses", s.MasterSocket)
 	}
-	if s.Routing != conf.RoutingOff {
-		t.Errorf("routing %q: want off", s.Routing)
+	if s.Routing != conf.RoutingKubeProxy {
+		t.Errorf("routing %q: want kube-proxy", s.Routing)
+	}
+	// The routing grants go to the chart's ServiceAccount, in the
+	// namespace of the README's command.
+	sa := d.Spec.Template.Spec.ServiceAccountName
+	for _, kind := range []string{"RoleBinding", "ClusterRoleBinding"} {
+		bindings := r.Find(kind)
+		if len(bindings) != 1 {
+			t.Fatalf("%d %s objects rendered, want hapsuper-rbac.yaml's one", len(bindings), kind)
+		}
+		subjects, _, _ := unstructured.NestedSlice(bindings[0].Object, "subjects")
+		if len(subjects) != 1 {
+			t.Fatalf("%s subjects %v, want one", kind, subjects)
+		}
+		subj, _ := subjects[0].(map[string]any)
+		if subj["kind"] != "ServiceAccount" || subj["name"] != sa || subj["namespace"] != "ingress-controller" {
+			t.Errorf("%s subject %v: want ServiceAccount %s in ingress-controller (the chart's)", kind, subj, sa)
+		}
 	}
 	for _, other := range d.Spec.Template.Spec.Containers {
 		if other.Name == "haproxy-ingress" && len(other.Env) != 2 {

@@ -6,6 +6,6 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-cp "$here/kustomization.yaml" "$here/hapsuper-patch.yaml" "$dir/"
+cp "$here/kustomization.yaml" "$here/hapsuper-patch.yaml" "$here/hapsuper-rbac.yaml" "$dir/"
 cat >"$dir/chart.yaml"
 ${KUSTOMIZE:-kubectl kustomize} "$dir"

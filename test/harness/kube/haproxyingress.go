@@ -91,7 +91,7 @@ func RenderHAProxyIngress(t harness.TB) Rendered {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	src := filepath.Join(DeployDir(t), "haproxy-ingress", "post-render")
-	for _, name := range []string{"kustomization.yaml", "hapsuper-patch.yaml"} {
+	for _, name := range []string{"kustomization.yaml", "hapsuper-patch.yaml", "hapsuper-rbac.yaml"} {
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			t.Fatalf("%v", err)
