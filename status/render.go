@@ -41,6 +41,9 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 		if !d.SoftStop.IsZero() {
 			fmt.Fprintf(tw, "soft stop:\t%s after the stop request\n", d.SoftStop.Sub(d.StopRequested).Round(time.Millisecond))
 		}
+		if !d.Exited.IsZero() {
+			fmt.Fprintf(tw, "exited:\t%s after the stop request\n", d.Exited.Sub(d.StopRequested).Round(time.Millisecond))
+		}
 		if d.Reason != drain.ReasonNone {
 			fmt.Fprintf(tw, "reason:\t%s\n", d.Reason)
 		}
