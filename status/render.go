@@ -37,8 +37,10 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	d := s.Drain
 	if !d.StopRequested.IsZero() {
 		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopRequested.Format(timeFormat), ago(now, d.StopRequested))
-		fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.Bound))
-		fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
+		if s.Phase != drain.Exited { // past the exit, "in 6s" means nothing
+			fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.Bound))
+			fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
+		}
 		for _, c := range d.Conditions {
 			if c.Name == "routing" && (c.Detail == "off" || strings.HasPrefix(c.Detail, "off (")) {
 				// Nothing to meet: routing is not observed, quiet decides.

@@ -109,6 +109,9 @@ func TestStatusWatchWaitsAndEndsWithTheExit(t *testing.T) {
 				t.Errorf("last frame lacks %q:\n%s", want, last)
 			}
 		}
+		if strings.Contains(last, "bound:") || strings.Contains(last, "deadline:") {
+			t.Errorf("the last frame shows the bound or deadline of an exited drain:\n%s", last)
+		}
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		if want := "hapsuper exited: drain ended routed-away after 1.5s: confirmed by kube-proxy on 2 nodes"; lines[len(lines)-1] != want {
 			t.Errorf("last line %q, want %q", lines[len(lines)-1], want)
