@@ -7,15 +7,11 @@ import (
 	"testing"
 )
 
-// The README's reasons table and the phase row of its JSON table list what
-// Reasons and Phases list, in any order for the reasons and in the order of
-// a life for the phases.
+// The README's reasons table lists what Reasons lists, in any order, and the
+// phase row of the JSON table in docs/status.md what Phases lists, in the
+// order of a life.
 func TestREADMEListsPhasesAndReasons(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
+	lines := readLines(t, "../README.md")
 
 	var reasons []string
 	in := false
@@ -40,7 +36,7 @@ func TestREADMEListsPhasesAndReasons(t *testing.T) {
 	}
 
 	var phases []string
-	for _, l := range lines {
+	for _, l := range readLines(t, "../docs/status.md") {
 		if row, ok := strings.CutPrefix(l, "| `phase` | "); ok {
 			for p := range strings.SplitSeq(strings.TrimSuffix(row, " |"), ", ") {
 				phases = append(phases, strings.Trim(p, "`"))
@@ -52,6 +48,15 @@ func TestREADMEListsPhasesAndReasons(t *testing.T) {
 		wantPhases = append(wantPhases, string(p))
 	}
 	if !slices.Equal(phases, wantPhases) {
-		t.Errorf("README's phase row lists %v; drain.Phases are %v", phases, wantPhases)
+		t.Errorf("docs/status.md's phase row lists %v; drain.Phases are %v", phases, wantPhases)
 	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(b), "\n")
 }

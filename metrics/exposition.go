@@ -11,7 +11,7 @@ import (
 // family a HELP and a TYPE line, then one line per sample. hapsuper writes
 // it itself rather than link client_golang: the library (its registry,
 // protobuf model and collectors) kept 1.4–2.1 MB more of the binary resident in
-// PID 1 for the pod's whole life (measured side by side, README), for a
+// PID 1 for the pod's whole life (measured side by side, docs/benchmark-history.md), for a
 // handful of values computed at scrape time.
 type exposition struct {
 	b strings.Builder

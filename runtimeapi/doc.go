@@ -5,7 +5,7 @@
 // It is the project's own, not client-native's runtime package: a reply cut
 // short is an error, never a short result. The protocol as measured on
 // HAProxy 2.6, 3.0, 3.2 and 3.4 is in docs/master-cli.md (the differences
-// per version in the README's version table).
+// per version in docs/haproxy-versions.md).
 //
 // The package must not: keep connections open between calls, retry a failed
 // call, interpret counters (drain/ does), log, or send anything but those

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
+	"syscall"
 	"time"
+
+	"github.com/hapsuper/hapsuper/drain"
 )
 
 const maxReply = 1 << 20 // a snapshot is a few KiB; anything larger is not ours
@@ -32,6 +36,51 @@ func Fetch(path string, timeout time.Duration) (Snapshot, error) {
 	return s, nil
 }
 
-// ErrGone is returned by Watch when the supervisor went away after at least
-// one snapshot was shown: the normal end of a watch.
-var ErrGone = errors.New("supervisor exited")
+// ErrGone is returned by Watch when the connection ended before a snapshot
+// of phase exited: the supervisor went away without saying how it ended
+// (killed, or an older server that does not send its final snapshot).
+var ErrGone = errors.New("the supervisor went away before it reported its exit")
+
+// Watch asks the status socket at path for a snapshot every interval and
+// calls show with each, until the supervisor exits: its server then sends
+// the snapshot of its exit (phase exited, with the drain's reason) and
+// closes. It returns the last snapshot shown, and nil when that one is of
+// phase exited, ErrGone when the connection ended before one was, or the
+// error of the exchange or of show. timeout bounds the connection and each
+// wait beyond the interval.
+func Watch(path string, interval, timeout time.Duration, show func(Snapshot) error) (Snapshot, error) {
+	conn, err := net.DialTimeout("unix", path, timeout)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("connect to status socket %s: %w (is hapsuper running? pass --status-socket if it uses another path)", path, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := fmt.Fprintf(conn, "watch %s\n", interval); err != nil {
+		return Snapshot{}, fmt.Errorf("send watch request to %s: %w", path, err)
+	}
+	dec := json.NewDecoder(conn)
+	var last Snapshot
+	for n := 0; ; n++ {
+		var s Snapshot
+		err := dec.Decode(&s)
+		switch {
+		case err != nil && n > 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+			if last.Phase == drain.Exited {
+				return last, nil
+			}
+			return last, ErrGone
+		case err != nil:
+			return last, fmt.Errorf("read status from %s: %w", path, err)
+		case s.Error != "":
+			return last, fmt.Errorf("status socket %s: %s", path, s.Error)
+		}
+		conn.SetDeadline(time.Now().Add(interval + timeout))
+		if s.Phase == drain.Exited && last.Phase == drain.Exited && reflect.DeepEqual(s, last) {
+			continue // the final snapshot again, sent as the server closed
+		}
+		if err := show(s); err != nil {
+			return s, err
+		}
+		last = s
+	}
+}

@@ -10,6 +10,10 @@ import (
 	"github.com/hapsuper/hapsuper/drain"
 )
 
+// timeFormat is RFC 3339 to the millisecond: the precision the drain's
+// times mean anything at.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // Render writes s for a person: phase, drain conditions, times left and
 // workers. now is the reader's clock, for "ago" and "in".
 func Render(w io.Writer, s Snapshot, now time.Time) error {
@@ -32,14 +36,24 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	}
 	d := s.Drain
 	if !d.StopRequested.IsZero() {
-		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopRequested.Format(time.RFC3339Nano), ago(now, d.StopRequested))
-		fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.Bound))
-		fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
+		fmt.Fprintf(tw, "drain started:\t%s (%s)\n", d.StopRequested.Format(timeFormat), ago(now, d.StopRequested))
+		if s.Phase != drain.Exited { // past the exit, "in 6s" means nothing
+			fmt.Fprintf(tw, "bound:\t%s\n", until(now, d.Bound))
+			fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
+		}
 		for _, c := range d.Conditions {
+			if c.Name == "routing" && (c.Detail == "off" || strings.HasPrefix(c.Detail, "off (")) {
+				// Nothing to meet: routing is not observed, quiet decides.
+				fmt.Fprintf(tw, "condition routing:\toff (not observed: the quiet period decides)\n")
+				continue
+			}
 			fmt.Fprintf(tw, "condition %s:\t%s\n", c.Name, condition(c, now))
 		}
 		if !d.SoftStop.IsZero() {
 			fmt.Fprintf(tw, "soft stop:\t%s after the stop request\n", d.SoftStop.Sub(d.StopRequested).Round(time.Millisecond))
+		}
+		if !d.Exited.IsZero() {
+			fmt.Fprintf(tw, "exited:\t%s after the stop request\n", d.Exited.Sub(d.StopRequested).Round(time.Millisecond))
 		}
 		if d.Reason != drain.ReasonNone {
 			fmt.Fprintf(tw, "reason:\t%s\n", d.Reason)
@@ -57,7 +71,10 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	}
 	fmt.Fprintf(w, "workers: %d, sessions: %d\n", len(s.Workers), sessions)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  PID\tKIND\tSESSIONS\tREQUESTS")
+	// CONNS+REQS is what quiet counts before routing is withdrawn: new
+	// connections plus requests of the counted frontends, so one request
+	// on a new connection counts 2.
+	fmt.Fprintln(tw, "  PID\tKIND\tSESSIONS\tCONNS+REQS")
 	for _, wk := range s.Workers {
 		kind := "current"
 		if wk.Old {

@@ -36,3 +36,29 @@ func TestRenderEndsWithNewline(t *testing.T) {
 		}
 	}
 }
+
+// The text view reads as it means: routing off is "not observed", not a
+// condition met; times to the millisecond; the per-worker counter is named
+// for what it counts.
+func TestRenderReadably(t *testing.T) {
+	stop := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
+	s := Snapshot{Phase: drain.Draining, Settings: Settings{Routing: "off"}, Drain: Drain{
+		StopRequested: stop, Bound: stop.Add(8 * time.Second), Deadline: stop.Add(13 * time.Second),
+		Conditions: []Condition{{Name: "quiet", Since: stop}, {Name: "routing", Met: true, Detail: "off"}},
+	}, Workers: []Worker{{PID: 8, Requests: 2, Connections: 1}}}
+	var b strings.Builder
+	if err := Render(&b, s, stop.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"off (not observed: the quiet period decides)", "drain started:", "2026-11-30T12:00:00.123Z (1s ago)", "CONNS+REQS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text view lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"met (off)", ".123456789", "REQUESTS"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the text view shows %q:\n%s", bad, out)
+		}
+	}
+}

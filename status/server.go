@@ -29,6 +29,17 @@ const (
 	maxRequestLine = 256      // bytes
 	maxDiscard     = 64 << 10 // bytes read after a too long request
 	acceptBackoff  = 50 * time.Millisecond
+
+	// A watch ("watch <interval>") holds its connection and gets a snapshot
+	// every interval, then, when the server closes, the snapshot of that
+	// moment: the supervisor's last, with how it ended. At most maxWatchers
+	// at once, so that a one-shot status request always finds a slot; the
+	// final snapshot must be written within finalTimeout, which is all a
+	// watcher that stopped reading can delay the exit by.
+	maxWatchers      = maxConns / 2
+	MinWatchInterval = 50 * time.Millisecond
+	maxWatchInterval = time.Minute
+	finalTimeout     = 100 * time.Millisecond
 )
 
 // Server answers status requests on a unix socket.
@@ -44,7 +55,7 @@ type Server struct {
 	closing chan struct{} // closed by Close
 
 	mu    sync.Mutex
-	conns map[*net.UnixConn]bool // being handled, for Close to cut
+	conns map[*net.UnixConn]bool // being handled, for Close to cut; true: a watch
 }
 
 // Listen creates the socket at path (mode 0600, a stale file is replaced).
@@ -130,13 +141,18 @@ func (s *Server) Serve() error {
 }
 
 // Close stops Serve, removes the socket file and cuts the connections
-// being handled: the process must not wait on a status client to exit.
+// being handled: the process must not wait on a status client to exit. A
+// watch gets the snapshot of this moment first, within finalTimeout.
 func (s *Server) Close() {
 	s.once.Do(func() {
 		s.mu.Lock()
 		close(s.closing)
-		for c := range s.conns {
-			c.SetDeadline(time.Unix(1, 0))
+		for c, watching := range s.conns {
+			if watching {
+				c.SetDeadline(time.Now().Add(finalTimeout)) // time for the final snapshot
+			} else {
+				c.SetDeadline(time.Unix(1, 0))
+			}
 		}
 		s.mu.Unlock()
 		s.ln.Close() // unlinks the socket file
@@ -152,7 +168,7 @@ func (s *Server) track(conn *net.UnixConn) bool {
 		return false
 	default:
 	}
-	s.conns[conn] = true
+	s.conns[conn] = false // not a watch until startWatch
 	return true
 }
 
@@ -194,11 +210,78 @@ func (s *Server) handle(conn *net.UnixConn) {
 		return // timed out or reset: nobody to answer
 	}
 	s.setDeadline(conn, replyTimeout)
-	switch req := strings.TrimSpace(string(line)); req {
-	case "", "status":
+	switch req := strings.TrimSpace(string(line)); {
+	case req == "" || req == "status":
 		enc.Encode(s.board.Load())
+	case req == "watch" || strings.HasPrefix(req, "watch "):
+		every, err := watchInterval(strings.TrimSpace(strings.TrimPrefix(req, "watch")))
+		if err != nil {
+			enc.Encode(Snapshot{Error: err.Error()})
+			return
+		}
+		if !s.startWatch(conn) {
+			enc.Encode(Snapshot{Error: fmt.Sprintf("too many watches (%d at once): try again later", maxWatchers)})
+			return
+		}
+		s.watch(conn, enc, every)
 	default:
 		enc.Encode(Snapshot{Error: fmt.Sprintf("unknown request %q: send \"status\\n\"", truncate(req, 32))})
+	}
+}
+
+// watchInterval reads the interval of a watch request: a Go duration
+// between MinWatchInterval and a minute, 500ms when absent.
+func watchInterval(arg string) (time.Duration, error) {
+	if arg == "" {
+		return 500 * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(arg)
+	if err != nil || d < MinWatchInterval || d > maxWatchInterval {
+		return 0, fmt.Errorf("bad watch interval %q: send \"watch <duration>\\n\", %v to %v", truncate(arg, 32), MinWatchInterval, maxWatchInterval)
+	}
+	return d, nil
+}
+
+// startWatch marks conn as a watch, when fewer than maxWatchers are; a
+// watch that starts after Close gets the final snapshot's time at once.
+func (s *Server) startWatch(conn *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, w := range s.conns {
+		if w {
+			n++
+		}
+	}
+	if n >= maxWatchers {
+		return false
+	}
+	s.conns[conn] = true
+	select {
+	case <-s.closing:
+		conn.SetDeadline(time.Now().Add(finalTimeout))
+	default:
+	}
+	return true
+}
+
+// watch writes a snapshot now and every interval until Close, then the
+// snapshot of that moment, and returns; a write that fails (the client
+// went away or stopped reading for replyTimeout) ends it.
+func (s *Server) watch(conn *net.UnixConn, enc *json.Encoder, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		s.setDeadline(conn, replyTimeout)
+		if err := enc.Encode(s.board.Load()); err != nil {
+			return
+		}
+		select {
+		case <-s.closing:
+			enc.Encode(s.board.Load()) // within the deadline Close set
+			return
+		case <-tick.C:
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 // Snapshot is the state of the supervisor at one instant. Its JSON form is
-// the stable interface of `hapsuper status --json` (see the README), pinned
+// the stable interface of `hapsuper status --json` (docs/status.md), pinned
 // by TestSnapshotJSONShape: its types are this package's own, so drain/ can
 // change without breaking a user's script.
 type Snapshot struct {

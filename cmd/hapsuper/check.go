@@ -34,6 +34,9 @@ func checkFlags() []conf.Flag {
 
 // checkCommand runs the preflight with run's flags and environment.
 func checkCommand(args []string, stdout, stderr io.Writer) int {
+	if i := slices.Index(args, "--"); i >= 0 && slices.Contains(args[i+1:], "--json") {
+		return usageFailed(stderr, "check", fmt.Errorf("check: --json after -- would be an argument of HAProxy's command: put it before --, as in hapsuper check --json -- %s", strings.Join(slices.DeleteFunc(slices.Clone(args[i+1:]), func(a string) bool { return a == "--json" }), " ")))
+	}
 	var asJSON bool
 	s, err := conf.ParseWith(args, os.LookupEnv, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, jsonFlag.Name, false, jsonFlag.Meaning)

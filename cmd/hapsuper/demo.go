@@ -4,16 +4,64 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
 //go:embed demo.cfg
 var demoConfig []byte
 
-// demoAddr is where demo.cfg's web frontend listens.
-const demoAddr = "http://127.0.0.1:8080"
+// The demo's ports: these when they are free, else ports the kernel picks.
+const (
+	demoWebPort    = 8080
+	demoProbesPort = 8081
+)
+
+// demoPorts returns the web and probes ports for the demo: wantWeb and
+// wantProbes (8080 and 8081) when both are free on 127.0.0.1, else two free
+// ones. A port is free when it can be bound; it is released at once for
+// HAProxy, which binds it a few milliseconds later.
+func demoPorts(wantWeb, wantProbes int) (web, probes int, err error) {
+	free := func(port int) (int, error) {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return 0, err
+		}
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port, nil
+	}
+	if _, err := free(wantWeb); err == nil {
+		if _, err := free(wantProbes); err == nil {
+			return wantWeb, wantProbes, nil
+		}
+	}
+	if web, err = free(0); err != nil {
+		return 0, 0, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
+	}
+	for probes == 0 || probes == web {
+		if probes, err = free(0); err != nil {
+			return 0, 0, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
+		}
+	}
+	return web, probes, nil
+}
+
+// demoConfigFor is demo.cfg with its ports.
+func demoConfigFor(web, probes int) []byte {
+	return []byte(strings.NewReplacer("WEB_PORT", strconv.Itoa(web), "PROBES_PORT", strconv.Itoa(probes)).Replace(string(demoConfig)))
+}
+
+// selfCommand is how the user ran this binary, for the commands the demo
+// suggests: "go run ./cmd/hapsuper" for a binary go run built.
+func selfCommand() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/hapsuper"
+	}
+	return os.Args[0]
+}
 
 // demoArgs are the run flags the demo sets, with its files in dir; flags the
 // user gives come after them and win.
@@ -32,8 +80,9 @@ func demoArgs(dir string) []string {
 // demoAbout is the demo's help paragraph, with the flags it sets.
 func demoAbout() string {
 	var b strings.Builder
-	b.WriteString("Runs hapsuper on an embedded example: HAProxy answering on " + demoAddr + "\n" +
-		"(probes on :8081, not counted), sockets in a temporary directory; Ctrl-C starts a drain.\n" +
+	b.WriteString("Runs hapsuper on an embedded example: HAProxy answering on http://127.0.0.1:8080\n" +
+		"(probes on :8081, not counted), or on two free ports when those are taken (its first line\n" +
+		"says which), sockets in a temporary directory; Ctrl-C starts a drain.\n" +
 		"It takes run's flags. It sets these, and a flag you give wins:")
 	args := demoArgs("$TMPDIR")
 	for i := 0; i+1 < len(args); i += 2 {
@@ -43,8 +92,8 @@ func demoAbout() string {
 }
 
 // demoCommand runs hapsuper on its embedded example: HAProxy answering on
-// 127.0.0.1:8080, sockets in a temporary directory, Ctrl-C starting a drain.
-// Flags given to it override the demo's defaults.
+// 127.0.0.1:8080, or free ports, sockets in a temporary directory, Ctrl-C
+// starting a drain. Flags given to it override the demo's defaults.
 func demoCommand(args []string, stdout, stderr io.Writer) int {
 	dir, err := os.MkdirTemp("", "hapsuper-demo-")
 	if err != nil {
@@ -58,14 +107,24 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	if err := os.WriteFile(cfg, demoConfig, 0o644); err != nil {
+	web, probes, err := demoPorts(demoWebPort, demoProbesPort)
+	if err != nil {
+		fmt.Fprintf(stderr, "hapsuper demo: %v\n", err)
+		return 1
+	}
+	if err := os.WriteFile(cfg, demoConfigFor(web, probes), 0o644); err != nil {
 		fmt.Fprintf(stderr, "hapsuper demo: write %s: %v\n", cfg, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, `hapsuper demo: HAProxy on %s (probes on :8081, not counted)
+	addr := fmt.Sprintf("http://127.0.0.1:%d", web)
+	note := ""
+	if web != demoWebPort {
+		note = fmt.Sprintf("; %d or %d was taken", demoWebPort, demoProbesPort)
+	}
+	fmt.Fprintf(stdout, `hapsuper demo: HAProxy on %s (probes on :%d, not counted%s)
   try:    curl -s %s/
-  status: go run ./cmd/hapsuper status --socket %s
+  status: %s status --watch --status-socket %s
   stop:   Ctrl-C or kill -TERM %d starts the drain; it ends %s after the last request
-`, demoAddr, demoAddr, s.StatusSocket, os.Getpid(), s.QuietPeriod)
+`, addr, probes, note, addr, selfCommand(), s.StatusSocket, os.Getpid(), s.QuietPeriod)
 	return supervise(s, stderr)
 }

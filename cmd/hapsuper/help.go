@@ -50,7 +50,7 @@ func commands() []command {
 		{
 			name:    "demo",
 			args:    "[flags]",
-			summary: "run hapsuper on an embedded example: HAProxy on " + demoAddr + ", no cluster needed",
+			summary: "run hapsuper on an embedded example: HAProxy on http://127.0.0.1:8080 (or free ports), no cluster needed",
 			about:   demoAbout(),
 			flags:   conf.RunFlags,
 			run:     demoCommand,

@@ -130,6 +130,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"help", "run", "status"}, []string{`unexpected argument "status"`, "'hapsuper help --help'"}},
 		{[]string{"haproxy", "-f", "x.cfg"}, []string{`unknown command "haproxy"`, "put it after --"}},
 		{[]string{"--grace-period", "3s", "haproxy"}, []string{`unexpected argument "haproxy"`, "after --", "'hapsuper run --help'"}},
+		{[]string{"check", "--", "haproxy", "-f", "x.cfg", "--json"}, []string{"--json after -- would be an argument of HAProxy's command", "hapsuper check --json -- haproxy -f x.cfg", "'hapsuper check --help'"}},
 	}
 	for _, tt := range tests {
 		code, out, errs := runArgs(tt.args...)

@@ -102,7 +102,7 @@ func supervise(s conf.Settings, stderr io.Writer) int {
 	sink := newLogSink(stderr)
 	defer sink.Close()
 	log := newLogger(sink, s.LogFormat, s.LogLevel)
-	log.Info("hapsuper starting", "version", versionString(), "settings", s)
+	logStart(log, s)
 	for _, w := range conf.UnknownEnv(os.Environ()) {
 		log.Warn("unknown variable", "warning", w)
 	}
@@ -162,4 +162,13 @@ func buildDetails() string {
 		parts = append([]string{"commit " + rev[:min(len(rev), 12)] + dirty + " " + at}, parts...)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// logStart logs the start: at INFO the version and what decides a drain's
+// length, on one line a person can read; at DEBUG every setting.
+func logStart(log *slog.Logger, s conf.Settings) {
+	log.Info("hapsuper starting", "version", versionString(),
+		"grace-period", s.GracePeriod.String(), "max-wait", s.MaxWait.String(), "quiet-period", s.QuietPeriod.String(),
+		"routing", s.Routing, "haproxy", strings.Join(s.HAProxy, " "))
+	log.Debug("settings", "settings", s)
 }

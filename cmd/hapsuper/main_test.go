@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // The command's exit codes and messages, without HAProxy: what fails before
@@ -44,5 +47,32 @@ func TestRunCommands(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", errb.String(), tt.stderrHint)
 			}
 		})
+	}
+}
+
+// The start is one short INFO line with what decides a drain's length;
+// every setting is at DEBUG.
+func TestStartLine(t *testing.T) {
+	s, err := conf.Parse([]string{"--grace-period", "30s"}, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	logStart(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), s)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("logStart wrote %d lines, want 2:\n%s", len(lines), b.String())
+	}
+	info, debug := lines[0], lines[1]
+	for _, want := range []string{"level=INFO", "hapsuper starting", "grace-period=30s", "max-wait=18.666s", "quiet-period=2s", "routing=auto", "haproxy="} {
+		if !strings.Contains(info, want) {
+			t.Errorf("the start line lacks %q: %s", want, info)
+		}
+	}
+	if len(info) > 300 {
+		t.Errorf("the start line is %d characters, want at most 300: %s", len(info), info)
+	}
+	if !strings.Contains(debug, "level=DEBUG") || !strings.Contains(debug, "settings.kube-proxy-sync-allowance=250ms") || !strings.Contains(debug, "settings.status-socket=") {
+		t.Errorf("the DEBUG line lacks every setting: %s", debug)
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // TestStatus_WatchFollowsTheDrain: `hapsuper status --watch --json` prints
 // a document per refresh through serving, draining and stopping, and ends
-// by itself, exit 0, once the supervisor has exited.
+// by itself, exit 0, once the supervisor has exited, with a last document
+// of phase exited that carries the drain's reason.
 func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		cfg := newConfig(t)
@@ -33,6 +34,7 @@ func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 			t.Fatal(err)
 		}
 		var phases []string
+		var last statusDoc
 		docs := 0
 		scanned := make(chan struct{})
 		go func() { // ends when the watch closes its stdout
@@ -46,6 +48,7 @@ func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 					continue
 				}
 				docs++
+				last = d
 				if len(phases) == 0 || phases[len(phases)-1] != d.Phase {
 					phases = append(phases, d.Phase)
 				}
@@ -65,6 +68,9 @@ func TestStatus_WatchFollowsTheDrain(t *testing.T) {
 			if !slices.Contains(phases, want) {
 				t.Errorf("watch never showed phase %q: %v", want, phases)
 			}
+		}
+		if last.Phase != "exited" || last.Drain == nil || last.Drain.Reason == "" {
+			t.Errorf("the last document is not the exit with the drain's reason: %+v", last)
 		}
 		if docs < 10 {
 			t.Errorf("%d documents in over 2 s at a 100 ms interval", docs)

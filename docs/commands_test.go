@@ -1,0 +1,293 @@
+package docs
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeSection returns the lines of README.md under the heading title, up
+// to the next heading of the same or a higher level.
+func readmeSection(t *testing.T, title string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := strings.Index(title, " ")
+	var out []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if h := strings.Index(l, " "); strings.HasPrefix(l, "#") && h > 0 && h <= level && strings.Trim(l[:h], "#") == "" {
+			if in {
+				break
+			}
+			in = l == title
+			continue
+		}
+		if in {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	return out
+}
+
+// indentedCommands are the lines of an indented code block in lines.
+func indentedCommands(lines []string) []string {
+	var cmds []string
+	for _, l := range lines {
+		if c, ok := strings.CutPrefix(l, "    "); ok && strings.TrimSpace(c) != "" {
+			cmds = append(cmds, c)
+		}
+	}
+	return cmds
+}
+
+// needHAProxy skips without haproxy on the PATH, or fails with CI=true.
+func needHAProxy(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		msg := "the README's commands need HAProxy 2.6 or newer on the PATH (apt-get install haproxy): " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+// goTool is the go command of the toolchain running the test.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// The README's two commands are there as .ci/run greps them, and `make
+// test`, which runs this test, is not run from here.
+func TestREADMETwoCommands(t *testing.T) {
+	cmds := indentedCommands(readmeSection(t, "## The two commands"))
+	want := []string{"go run ./cmd/hapsuper demo", "make test"}
+	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the two commands are %q, want %q (.ci/run greps \"    make test\")", cmds, want)
+	}
+}
+
+// The README's build command, run as written, makes the binary it names,
+// which prints its version and the help the README's Usage section shows.
+func TestREADMEBuildAndHelp(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		msg := "the README's build command needs make: " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	build := regexp.MustCompile("The binary: `(make build)` \\(`(\\./[^`]+)`").FindStringSubmatch(strings.Join(readmeSection(t, "## Building"), " "))
+	if build == nil {
+		t.Fatal("README's ## Building no longer says: The binary: `make build` (`./bin/...`")
+	}
+	bin := runBuild(t, build[1], build[2])
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "hapsuper ") || !strings.Contains(string(out), runtime.Version()+", "+runtime.GOOS+"/"+runtime.GOARCH) {
+		t.Errorf("%s version: %v\n%s", build[2], err, out)
+	}
+	// Go stamps the commit from a .git directory; a worktree's .git is a
+	// file, which Go's VCS stamping does not follow.
+	if fi, err := os.Stat("../.git"); err == nil && fi.IsDir() && !strings.Contains(string(out), "commit ") {
+		t.Errorf("%s version, built in a Git checkout, names no commit:\n%s", build[2], out)
+	}
+	help, err := exec.Command(bin, "help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s help: %v\n%s", build[2], err, help)
+	}
+	usage := indentedCommands(readmeSection(t, "## Usage"))
+	if len(usage) < 5 {
+		t.Fatalf("README's ## Usage shows %d lines", len(usage))
+	}
+	for _, u := range usage {
+		if !strings.Contains(string(help), u) {
+			t.Errorf("hapsuper help lacks the README's usage line %q:\n%s", u, help)
+		}
+	}
+}
+
+var buildOnce struct {
+	sync.Once
+	bin string
+	err error
+	out []byte
+}
+
+// runBuild runs the README's build command in the repository's root once
+// and returns the binary it made.
+func runBuild(t *testing.T, command, binary string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		args := strings.Fields(command)
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = ".."
+		buildOnce.out, buildOnce.err = cmd.CombinedOutput()
+		buildOnce.bin, _ = filepath.Abs(filepath.Join("..", binary))
+	})
+	if buildOnce.err != nil {
+		t.Fatalf("%s: %v\n%s", command, buildOnce.err, buildOnce.out)
+	}
+	if _, err := os.Stat(buildOnce.bin); err != nil {
+		t.Fatalf("%s did not make %s: %v\n%s", command, binary, err, buildOnce.out)
+	}
+	return buildOnce.bin
+}
+
+// The README's demo command, run as written from the repository's root,
+// and the built binary's demo: HAProxy answers the URL it prints, `hapsuper
+// status` on the socket it names says serving, and Ctrl-C (SIGINT to its
+// process group, as a terminal sends it) drains, and hapsuper exits 0.
+func TestREADMEDemo(t *testing.T) {
+	needHAProxy(t)
+	var demo string
+	for _, c := range indentedCommands(readmeSection(t, "## The two commands")) {
+		if strings.HasSuffix(c, " demo") {
+			demo = c
+		}
+	}
+	args := strings.Fields(demo)
+	if len(args) != 4 || args[0] != "go" || args[1] != "run" {
+		t.Fatalf("README's demo command is %q, want go run <package> demo", demo)
+	}
+	t.Run("go run", func(t *testing.T) {
+		// go run itself exits 1 after a Ctrl-C whatever the program's exit
+		// code; it prints "exit status N" when that is not 0.
+		err, logs := runDemo(t, append([]string{goTool()}, args[1:]...))
+		if strings.Contains(logs, "exit status") {
+			t.Errorf("go run reports the demo's exit: %v\n%s", err, logs)
+		}
+	})
+	t.Run("built binary", func(t *testing.T) {
+		if _, err := exec.LookPath("make"); err != nil {
+			t.Skip("no make: the built binary is the README's make build's")
+		}
+		bin := runBuild(t, "make build", "./bin/hapsuper")
+		if err, logs := runDemo(t, []string{bin, "demo"}); err != nil {
+			t.Errorf("the demo after Ctrl-C: %v, want exit 0; stderr:\n%s", err, logs)
+		}
+	})
+}
+
+// runDemo runs argv from the repository's root, follows the demo's first
+// lines, curls it, asks its status, sends Ctrl-C and returns how the
+// process ended and its stderr.
+func runDemo(t *testing.T, argv []string) (error, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = ".."
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+
+	// The demo's first lines: where HAProxy answers and the status command.
+	var url, statusLine string
+	sc := bufio.NewScanner(out)
+	for (url == "" || statusLine == "") && sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if u, ok := strings.CutPrefix(l, "try:    curl -s "); ok {
+			url = u
+		}
+		if s, ok := strings.CutPrefix(l, "status: "); ok {
+			statusLine = s
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if url == "" || statusLine == "" {
+		cmd.Wait()
+		t.Fatalf("the demo did not print its try: and status: lines; stderr:\n%s", stderr.String())
+	}
+
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v; stderr:\n%s", url, err, stderr.String())
+		}
+	}
+	if !strings.Contains(body, "served by HAProxy under hapsuper") {
+		t.Errorf("GET %s: %q", url, body)
+	}
+
+	// The status command it prints, without --watch (which would follow
+	// the demo to its end), run as printed.
+	st := strings.Fields(strings.Replace(statusLine, " --watch", "", 1))
+	if len(st) < 4 || st[len(st)-2] != "--status-socket" {
+		t.Fatalf("the demo's status line %q: want <command> status --watch --status-socket <socket>", statusLine)
+	}
+	scmd := exec.Command(st[0], st[1:]...)
+	if st[0] == "go" {
+		scmd = exec.Command(goTool(), st[1:]...)
+	}
+	scmd.Dir = ".."
+	sout, err := scmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(sout), "phase:") || !strings.Contains(string(sout), "serving") {
+		t.Errorf("%s: %v\n%s", strings.Join(st, " "), err, sout)
+	}
+
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	logs := stderr.String()
+	for _, want := range []string{"drain started", "signal=SIGINT", "drain ended", "reason=quiet", "haproxy exited", "code=0"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the demo's log lacks %q:\n%s", want, logs)
+		}
+	}
+	return err, logs
+}
+
+// lockedBuffer is an io.Writer that can be read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
