@@ -41,24 +41,27 @@ import (
 
 // options shape one run.
 type options struct {
-	smoke       bool
-	grace       time.Duration
-	freeze      time.Duration
-	frozen      bool   // run the frozen kube-proxy cells
-	live        bool   // run the live kube-proxy cells
-	proxyStates string // -kube-proxy: both, live or frozen
-	patterns    []pattern
-	strategies  []strategy
-	candidates  []time.Duration // sleep-N candidates
-	fanout      int             // simulated nodes; 0: skip
-	fanoutOnly  bool            // stop after the fan-out part (no cluster)
-	slices      int             // EndpointSlices of the scale check; 0: skip
-	tpRounds    int             // throughput rounds; 0: skip
-	results     string          // RESULTS.md path ("" : module default)
-	picture     string          // timeline SVG path ("" : module default)
-	verbose     bool
-	logDir      string // where each stopped pod's container log goes ("": nowhere)
-	soak        int    // drains per soak row; 0: the matrix, not the soak
+	smoke        bool
+	grace        time.Duration
+	freeze       time.Duration
+	frozen       bool   // run the frozen kube-proxy cells
+	live         bool   // run the live kube-proxy cells
+	proxyStates  string // -kube-proxy: both, live or frozen
+	patterns     []pattern
+	strategies   []strategy
+	candidates   []time.Duration // sleep-N candidates
+	fanout       int             // simulated nodes; 0: skip
+	fanoutOnly   bool            // stop after the fan-out part (no cluster)
+	slices       int             // EndpointSlices of the scale check; 0: skip
+	tpRounds     int             // throughput rounds; 0: skip
+	results      string          // RESULTS.md path ("" : module default)
+	picture      string          // timeline SVG path ("" : module default)
+	verbose      bool
+	logDir       string          // where each stopped pod's container log goes ("": nowhere)
+	soak         int             // drains per soak row; 0: the matrix, not the soak
+	balancer     bool            // run the balancer part (balancer.go)
+	balancerOnly bool            // run only the balancer part
+	lbCandidates []time.Duration // sleep-N candidates behind the balancer
 }
 
 func main() {
@@ -78,6 +81,8 @@ func main() {
 	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper, hapsuper-wq<duration> (default all, hapsuper-wq500ms among them, with the sleep-N search; setting it turns the search off)")
 	flag.StringVar(&o.proxyStates, "kube-proxy", "", "kube-proxy states to run: both, live or frozen (default both; with -soak, live)")
 	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
+	flag.BoolVar(&o.balancer, "balancer", true, "run the rollouts behind a health-checking load balancer (externalTrafficPolicy Local) after the matrix")
+	flag.BoolVar(&o.balancerOnly, "balancer-only", false, "run only the rollouts behind the load balancer, results in bench/rollout/BALANCER.md")
 	flag.BoolVar(&o.verbose, "v", false, "print each pod's stop times and the harness's own log lines")
 	flag.StringVar(&o.logDir, "logs", "", "write each stopped pod's container log (hapsuper's JSON, or HAProxy's) to this directory")
 	flag.Parse()
@@ -101,7 +106,9 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 	o.patterns = allPatterns
 	o.strategies = []strategy{immediate(), sleepFor(5 * time.Second), quiet(), hapsuperS(), hapsuperWQ(500 * time.Millisecond)}
 	o.candidates = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
+	o.lbCandidates = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
 	if o.smoke {
+		o.balancer = false
 		o.frozen, o.live = false, true
 		o.patterns = []pattern{patNewConns}
 		o.strategies = []strategy{quiet(), hapsuperS()}
@@ -113,7 +120,13 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 	if o.soak < 0 {
 		return o, fmt.Errorf("-soak %d: give a number of drains above 0, or leave it out for the matrix", o.soak)
 	}
+	if o.balancerOnly {
+		o.balancer = true
+		o.fanout, o.slices, o.tpRounds = 0, 0, 0
+		o.patterns = []pattern{patNewConns, patPause, patKeepAlive, patH2}
+	}
 	if o.soak > 0 {
+		o.balancer = false
 		o.strategies = []strategy{hapsuperS()}
 		o.candidates = nil
 		o.fanout, o.slices, o.tpRounds = 0, 0, 0
@@ -193,6 +206,9 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		if o.soak > 0 {
 			o.results = filepath.Join(resultsDir, "SOAK.md")
 		}
+		if o.balancerOnly {
+			o.results = balancerResults(resultsDir)
+		}
 	}
 	if o.picture == "" {
 		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
@@ -249,9 +265,29 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))
 		return nil
 	}
+	if o.balancerOnly {
+		part, err := r.runBalancer(ctx)
+		if err != nil {
+			return err
+		}
+		table := fmt.Sprintf("# Rollout benchmark behind a load balancer\n\nGenerated by `cd bench && go run ./rollout -balancer-only` in %v; pods' grace %v.\n", time.Since(began).Round(time.Second), o.grace) +
+			lbReport(part)
+		if err := writeFile(o.results, table); err != nil {
+			return err
+		}
+		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))
+		return nil
+	}
 	m, err := r.runMatrix(ctx)
 	if err != nil {
 		return err
+	}
+	var part *lbPart
+	if o.balancer {
+		r.printf("balancer: rollouts behind a health-checking load balancer\n")
+		if part, err = r.runBalancer(ctx); err != nil {
+			return err
+		}
 	}
 	if o.slices > 0 {
 		r.printf("scale: hapsuper RSS with 0 and %d EndpointSlices\n", o.slices)
@@ -261,6 +297,9 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 	x.total = time.Since(began)
 	table := report(m, x, o.grace)
+	if part != nil {
+		table += lbReport(part)
+	}
 	if err := writeFile(o.results, table); err != nil {
 		return err
 	}

@@ -35,47 +35,7 @@ func report(m *matrix, x extras, grace time.Duration) string {
 		"withdrawn → soft stop is negative when HAProxy closed its listeners while a node still routed to it; "+
 		"new conns to the old pod after withdrawn counts requests on fresh connections (new-conns, pause, slow) sent after that instant and answered by the stopping pod: above 0 means the withdrawal was declared before a node's rules dropped the pod (n/a for kept-alive connections, which may rightly still reach it).\n\n",
 		map[bool]string{true: " --smoke", false: ""}[x.smoke], x.total.Round(time.Second), grace)
-	b.WriteString("| strategy | clients | kube-proxy | requests | refused | reset | 5xx | timeout | other | drain median / max (s) | withdrawn → soft stop, median (s) | soft stop → exit, median / max (s) | new conns to the old pod after withdrawn | drain reasons |\n")
-	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, c := range m.cells {
-		f := c.failures()
-		gaps := withdrawnToSoft(c.pods)
-		var drains, exits []time.Duration
-		reasons := map[string]int{}
-		for _, p := range c.pods {
-			drains = append(drains, p.drain())
-			if !p.soft.IsZero() && !p.master.IsZero() {
-				exits = append(exits, p.master.Sub(p.soft))
-			}
-			switch {
-			case p.killed:
-				reasons["SIGKILL"]++
-			case p.reason != "":
-				reasons[p.reason]++
-			}
-		}
-		gap := "n/a"
-		if len(gaps) > 0 {
-			gap = secs(median(gaps))
-		}
-		late, counted := 0, false
-		for _, p := range c.pods {
-			if p.late >= 0 {
-				late, counted = late+p.late, true
-			}
-		}
-		lateCol := "n/a"
-		if counted {
-			lateCol = strconv.Itoa(late)
-		}
-		exit := "n/a"
-		if len(exits) > 0 {
-			exit = secs(median(exits)) + " / " + secs(slices.Max(exits))
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s | %s | %s |\n",
-			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[harness.KindRefused], f[harness.KindReset], f[harness.Kind5xx], f[harness.KindTimeout], f[harness.KindOther],
-			secs(median(drains)), secs(slices.Max(drains)), gap, exit, lateCol, counts(reasons))
-	}
+	b.WriteString(cellTable(m.cells))
 	if len(m.search) > 0 {
 		b.WriteString("\n## sleep-N search\n\nEach candidate runs the cells above in order, frozen kube-proxy first, and stops at its first cell with a failure.\n\n")
 		b.WriteString("| preStop sleep | cells run | failures | first cell with failures |\n|---|--:|--:|---|\n")
@@ -301,4 +261,51 @@ func counts(m map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// cellTable is the table of the cells, one row each.
+func cellTable(cells []cellResult) string {
+	var b strings.Builder
+	b.WriteString("| strategy | clients | kube-proxy | requests | refused | reset | 5xx | timeout | other | drain median / max (s) | withdrawn → soft stop, median (s) | soft stop → exit, median / max (s) | new conns to the old pod after withdrawn | drain reasons |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, c := range cells {
+		f := c.failures()
+		gaps := withdrawnToSoft(c.pods)
+		var drains, exits []time.Duration
+		reasons := map[string]int{}
+		for _, p := range c.pods {
+			drains = append(drains, p.drain())
+			if !p.soft.IsZero() && !p.master.IsZero() {
+				exits = append(exits, p.master.Sub(p.soft))
+			}
+			switch {
+			case p.killed:
+				reasons["SIGKILL"]++
+			case p.reason != "":
+				reasons[p.reason]++
+			}
+		}
+		gap := "n/a"
+		if len(gaps) > 0 {
+			gap = secs(median(gaps))
+		}
+		late, counted := 0, false
+		for _, p := range c.pods {
+			if p.late >= 0 {
+				late, counted = late+p.late, true
+			}
+		}
+		lateCol := "n/a"
+		if counted {
+			lateCol = strconv.Itoa(late)
+		}
+		exit := "n/a"
+		if len(exits) > 0 {
+			exit = secs(median(exits)) + " / " + secs(slices.Max(exits))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s | %s | %s |\n",
+			c.strat.name, c.pat, c.proxy(), len(c.outcomes), f[harness.KindRefused], f[harness.KindReset], f[harness.Kind5xx], f[harness.KindTimeout], f[harness.KindOther],
+			secs(median(drains)), secs(slices.Max(drains)), gap, exit, lateCol, counts(reasons))
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -88,7 +89,7 @@ func (s strategy) underHapsuper() bool { return s.kind == stratQuiet || s.kind =
 // sameProcess says whether pods of a and b run the same container, so
 // that a pod started for one can be stopped as the other.
 func sameProcess(a, b strategy) bool {
-	return a.kind == b.kind || (!a.underHapsuper() && !b.underHapsuper())
+	return (a.kind == b.kind && slices.Equal(a.args, b.args)) || (!a.underHapsuper() && !b.underHapsuper())
 }
 
 // short is the strategy's name as a pod name prefix.
@@ -113,6 +114,7 @@ type cell struct {
 	strat  strategy
 	pat    pattern
 	frozen bool
+	lb     bool // behind the balancer (balancer.go)
 }
 
 func (c cell) String() string {
@@ -120,6 +122,9 @@ func (c cell) String() string {
 }
 
 func (c cell) proxy() string {
+	if c.lb {
+		return "live, behind the balancer"
+	}
 	if c.frozen {
 		return "other frozen 4s"
 	}

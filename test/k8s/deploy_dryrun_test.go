@@ -68,6 +68,19 @@ func TestDeploy_ServerSideDryRun(t *testing.T) {
 			}
 		}
 	})
+	t.Run("network-policy", func(t *testing.T) {
+		ns := "dryrun-netpol"
+		createNamespace(ctx, t, h, ns)
+		r := kube.RenderIn(t, "overlays/kube-proxy", ns, "components:\n  - {{deploy}}/components/network-policy\n")
+		if len(r.Find("NetworkPolicy")) != 1 {
+			t.Fatalf("rendered %v: want one NetworkPolicy", r.Kinds())
+		}
+		for _, obj := range r.Objects {
+			if err := a.Apply(ctx, obj, true); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	t.Run("haproxy-ingress", func(t *testing.T) {
 		ns := "ingress-controller"
 		createNamespace(ctx, t, h, ns)

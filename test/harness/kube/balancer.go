@@ -1,0 +1,214 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// LoadBalancerService creates Service name: type LoadBalancer,
+// externalTrafficPolicy Local, selecting app=app, with ports. It returns
+// the Service as created, with the node ports and the health check node
+// port the apiserver allocated.
+func (e *Env) LoadBalancerService(ctx context.Context, name, app string, ports ...corev1.ServicePort) (*corev1.Service, error) {
+	svc, err := e.H.Client.CoreV1().Services(k8stest.PodNamespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Selector:              map[string]string{"app": app},
+			Ports:                 ports,
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create LoadBalancer Service %s: %w", name, err)
+	}
+	if svc.Spec.HealthCheckNodePort == 0 || slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.NodePort == 0 }) {
+		return nil, fmt.Errorf("Service %s: no node port or health check node port allocated: %+v", name, svc.Spec)
+	}
+	return svc, nil
+}
+
+// Balancer is a network load balancer's stand-in outside the nodes: a real
+// HAProxy in TCP mode on the host, one frontend per Service port, each
+// forwarding to that port's NodePort on every node, and health-checking
+// every node's healthCheckNodePort (GET /, expect 200, no retries), as a
+// cloud load balancer in front of a LoadBalancer Service with
+// externalTrafficPolicy Local does. It polls its own stats every 50 ms and
+// records when it marked each node down.
+type Balancer struct {
+	*harness.Process
+	addrs []string // per Service port, where clients connect
+	stats string   // its stats socket
+
+	mu   sync.Mutex
+	down map[string]time.Time // node → when first seen DOWN since last UP
+	up   map[string]bool
+}
+
+// StartBalancer starts the balancer in front of nodes for svc (from
+// LoadBalancerService), its files in dir (a path without commas: HAProxy's
+// address syntax), checking every inter and marking a node down after fall
+// failures. It runs until t's cleanup.
+func StartBalancer(t harness.TB, dir string, nodes []*k8stest.Node, svc *corev1.Service, inter time.Duration, fall int) *Balancer {
+	t.Helper()
+	lb := &Balancer{stats: filepath.Join(dir, "stats.sock"), down: map[string]time.Time{}, up: map[string]bool{}}
+	var b strings.Builder
+	fmt.Fprintf(&b, `global
+    stats socket %s mode 600 level admin
+defaults
+    mode tcp
+    retries 0
+    timeout connect 1s
+    timeout client 30s
+    timeout server 30s
+`, lb.stats)
+	for i, p := range svc.Spec.Ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("balancer: %v", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		lb.addrs = append(lb.addrs, addr)
+		fmt.Fprintf(&b, "frontend lb%d\n    bind %s\n    default_backend nodes%d\n", i, addr, i)
+		fmt.Fprintf(&b, "backend nodes%d\n    option httpchk GET /\n    http-check expect status 200\n", i)
+		fmt.Fprintf(&b, "    default-server check port %d inter %dms fall %d rise 1\n", svc.Spec.HealthCheckNodePort, inter.Milliseconds(), fall)
+		for _, n := range nodes {
+			fmt.Fprintf(&b, "    server %s %s:%d\n", n.Name, n.IP, p.NodePort)
+		}
+	}
+	path := filepath.Join(dir, "balancer.cfg")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatalf("balancer: %v", err)
+	}
+	var err error
+	if lb.Process, err = harness.Start(exec.Command("/usr/sbin/haproxy", "-db", "-f", path)); err != nil {
+		t.Fatalf("start the balancer: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var polling sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		polling.Wait()
+		lb.Kill()
+		if t.Failed() {
+			t.Logf("balancer log:\n%s", lb.Tail(40))
+		}
+	})
+	for _, addr := range lb.addrs {
+		if err := harness.WaitListening(nil, addr, 5*time.Second); err != nil {
+			t.Fatalf("balancer: %v; log:\n%s", err, lb.Tail(20))
+		}
+	}
+	polling.Go(func() { lb.poll(ctx) })
+	return lb
+}
+
+// URL is where clients reach the Service's i-th port through the balancer.
+func (lb *Balancer) URL(i int) string { return "http://" + lb.addrs[i] + "/" }
+
+// poll reads the balancer's server states every 50 ms until ctx ends.
+func (lb *Balancer) poll(ctx context.Context) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		states, err := lb.States()
+		now := time.Now()
+		if err == nil {
+			lb.mu.Lock()
+			for node, st := range states {
+				switch {
+				case strings.HasPrefix(st, "UP") && !strings.Contains(st, "going down"):
+					lb.up[node] = true
+					delete(lb.down, node)
+				case strings.HasPrefix(st, "DOWN"):
+					if _, seen := lb.down[node]; !seen {
+						lb.down[node] = now
+					}
+					lb.up[node] = false
+				}
+			}
+			lb.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// States is the status column of `show stat` for each node, as the first
+// port's backend has it (every backend checks the same port).
+func (lb *Balancer) States() (map[string]string, error) {
+	conn, err := net.DialTimeout("unix", lb.stats, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(conn, "show stat\n"); err != nil {
+		return nil, err
+	}
+	r := csv.NewReader(bufio.NewReader(conn))
+	r.FieldsPerRecord = -1
+	rows, err := r.ReadAll()
+	if err != nil || len(rows) == 0 {
+		return nil, fmt.Errorf("show stat: %v (%d rows)", err, len(rows))
+	}
+	head := rows[0]
+	head[0] = strings.TrimPrefix(head[0], "# ")
+	col := func(name string) int { return slices.Index(head, name) }
+	px, sv, status := col("pxname"), col("svname"), col("status")
+	if px < 0 || sv < 0 || status < 0 {
+		return nil, fmt.Errorf("show stat: no pxname/svname/status in %v", head)
+	}
+	out := map[string]string{}
+	for _, row := range rows[1:] {
+		if len(row) > status && row[px] == "nodes0" && row[sv] != "BACKEND" {
+			out[row[sv]] = row[status]
+		}
+	}
+	return out, nil
+}
+
+// DownAt is when the balancer marked node down, zero while it has not
+// (since it last had it up).
+func (lb *Balancer) DownAt(node string) time.Time {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return lb.down[node]
+}
+
+// WaitUp waits, at most bound, until the balancer has every node of nodes up.
+func (lb *Balancer) WaitUp(bound time.Duration, nodes ...string) error {
+	for deadline := time.Now().Add(bound); ; time.Sleep(50 * time.Millisecond) {
+		lb.mu.Lock()
+		all := !slices.ContainsFunc(nodes, func(s string) bool { return !lb.up[s] })
+		lb.mu.Unlock()
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			st, err := lb.States()
+			return fmt.Errorf("balancer: nodes %v not all UP within %v: %v %v", nodes, bound, st, err)
+		}
+	}
+}
