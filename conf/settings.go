@@ -341,3 +341,12 @@ func UnknownEnv(environ []string) []string {
 	}
 	return out
 }
+
+// InFlightWindow is how long after a withdrawn verdict new connections are
+// still expected (drain.Settings.InFlightWindow): a connection accepted
+// just before the verdict is counted by a reading that ends up to a poll
+// interval later, and a poll takes up to another; kube-proxy's sync
+// allowance covers the connections its old rules sent while its sync ran.
+func (s Settings) InFlightWindow() time.Duration {
+	return s.KubeProxySyncAllowance + 2*s.PollInterval
+}

@@ -60,6 +60,11 @@ type Settings struct {
 	// not graceful (no option idle-close-on-response): their requests stay
 	// in Worker.Connections. Named in the quiet detail.
 	UngracefulFrontends []string
+	// InFlightWindow is how long after a withdrawn verdict new connections
+	// are still expected: those already on their way when the last path
+	// changed, counted by the next readings. Later ones are late arrivals
+	// (audit.go).
+	InFlightWindow time.Duration
 }
 
 // Worker is one HAProxy worker process as seen in one observation.
@@ -77,6 +82,9 @@ type Worker struct {
 	// nothing about routing.
 	Connections uint64
 	Sessions    int64 // current sessions (show info CurrConns)
+	// Accepted is each counted frontend's stot: new connections only,
+	// which the audit of a withdrawn verdict accounts for (audit.go).
+	Accepted map[string]uint64
 }
 
 // Observation is one poll of HAProxy's master CLI. Err set means the poll
@@ -151,4 +159,7 @@ type Status struct {
 	Detail     string // what was pending / not observed when it ended
 	Conditions []Condition
 	Workers    []Worker
+	// LateConnections counts the new connections that arrived after the
+	// in-flight window of a withdrawn verdict (audit.go).
+	LateConnections int
 }

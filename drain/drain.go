@@ -52,6 +52,13 @@ import (
 // stop request and are kept in every state, so routing that flaps from
 // withdrawn back to pending falls back to the requests' clock at once.
 //
+// The audit. Once routing is withdrawn, every new connection counted
+// (Worker.Accepted) after Settings.InFlightWindow is a late arrival: some
+// path the verdict did not see still sends here. It moves the quiet clock
+// like any connection; a drain that saw one ends ReasonUnverified instead of
+// routed-away (lb-marked-down, withdrawn-in-api), its Detail naming the late
+// arrivals (audit.go).
+//
 // Routing. The latest SetRouting counts; before any, routing is off. The
 // reason a drain ends on its conditions follows the routing state: off gives
 // ReasonQuiet, withdrawn ReasonRoutedAway (ReasonWithdrawnInAPI when
@@ -90,6 +97,7 @@ type Drain struct {
 	detail  string
 	routing Routing
 	q       quiet
+	a       audit
 }
 
 // New returns a Drain in phase Starting, with routing off until SetRouting.
@@ -99,6 +107,7 @@ func New(s Settings) *Drain {
 		phase:   Starting,
 		routing: Routing{State: RoutingOff},
 		q:       newQuiet(s),
+		a:       audit{window: s.InFlightWindow},
 	}
 }
 
@@ -165,10 +174,16 @@ func (d *Drain) schedule() {
 }
 
 // Observe feeds one poll of HAProxy's counters, in any phase.
-func (d *Drain) Observe(o Observation) { d.q.observe(o) }
+func (d *Drain) Observe(o Observation) {
+	d.q.observe(o)
+	d.a.observe(o, d.phase == Draining)
+}
 
 // SetRouting feeds the routing condition; the latest one counts.
-func (d *Drain) SetRouting(r Routing, now time.Time) { d.routing = r }
+func (d *Drain) SetRouting(r Routing, now time.Time) {
+	d.routing = r
+	d.a.routing(r, now)
+}
 
 // Tick advances the clock and returns the action to take now, at most once
 // each: SoftStop when Draining ends (conditions met or bound reached),
@@ -183,6 +198,14 @@ func (d *Drain) Tick(now time.Time) Action {
 				// after it is the evidence, so the result names it.
 				detail += "; " + d.q.detail(now, true)
 			}
+			if d.a.late > 0 {
+				// A path the verdict did not see sent here: the result
+				// cannot claim the withdrawal.
+				if reason != ReasonQuiet {
+					reason = ReasonUnverified
+				}
+				detail = d.a.detail() + "; " + detail
+			}
 			d.stop(now, reason, detail)
 			return SoftStop
 		}
@@ -191,7 +214,11 @@ func (d *Drain) Tick(now time.Time) Action {
 			if !d.q.readable(now) {
 				reason = ReasonUnavailable
 			}
-			d.stop(now, reason, d.pending(now))
+			detail := d.pending(now)
+			if d.a.late > 0 {
+				detail += "; " + d.a.detail()
+			}
+			d.stop(now, reason, detail)
 			return SoftStop
 		}
 	case Stopping:

@@ -25,6 +25,8 @@ func (d *Drain) Status(now time.Time) Status {
 		Reason:     d.reason,
 		Detail:     d.detail,
 		Workers:    slices.Clone(d.q.workers),
+
+		LateConnections: d.a.late,
 	}
 	if d.stopAt.IsZero() {
 		return s

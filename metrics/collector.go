@@ -36,6 +36,8 @@ func (c collector) write(e *exposition) {
 		e.sample(namespace+"_drains_total", boolValue(s.Drain.Reason == r), "reason", string(r))
 	}
 	writeDrainDuration(e, s.Drain)
+	e.one(namespace+"_late_connections_total", "counter", "New connections counted after the in-flight window of a withdrawn routing verdict: a path hapsuper does not observe sent them; above 0 the drain ends unverified.",
+		float64(s.Drain.LateConnections))
 	e.family(namespace+"_reloads_total", "counter", "Reloads of HAProxy by result: ok (a new worker serves), refused (haproxy -c failed, nothing sent), failed (HAProxy did not load it; the old worker serves).")
 	for _, r := range status.ReloadResults() {
 		e.sample(namespace+"_reloads_total", float64(s.Reloads.Count(r)), "result", string(r))

@@ -34,6 +34,7 @@ type expectation struct {
 	pending  int // routing_pending_nodes
 	cliUp    int
 	reloads  [3]int // ok, refused, failed
+	late     int    // late_connections_total
 }
 
 func (e expectation) text() string {
@@ -55,6 +56,7 @@ func (e expectation) text() string {
 		fmt.Fprintf(&b, "hapsuper_drain_duration_seconds_bucket{le=\"%g\"} %d\n", le, one(count == 1 && e.duration <= le))
 	}
 	fmt.Fprintf(&b, "hapsuper_drain_duration_seconds_bucket{le=\"+Inf\"} %d\nhapsuper_drain_duration_seconds_sum %g\nhapsuper_drain_duration_seconds_count %d\n", count, sum, count)
+	fmt.Fprintf(&b, "# HELP hapsuper_late_connections_total New connections counted after the in-flight window of a withdrawn routing verdict: a path hapsuper does not observe sent them; above 0 the drain ends unverified.\n# TYPE hapsuper_late_connections_total counter\nhapsuper_late_connections_total %d\n", e.late)
 	b.WriteString("# HELP hapsuper_reloads_total Reloads of HAProxy by result: ok (a new worker serves), refused (haproxy -c failed, nothing sent), failed (HAProxy did not load it; the old worker serves).\n# TYPE hapsuper_reloads_total counter\n")
 	fmt.Fprintf(&b, "hapsuper_reloads_total{result=\"ok\"} %d\nhapsuper_reloads_total{result=\"refused\"} %d\nhapsuper_reloads_total{result=\"failed\"} %d\n", e.reloads[0], e.reloads[1], e.reloads[2])
 	if e.deadline != "" {
@@ -75,7 +77,7 @@ func one(b bool) int {
 }
 
 var names = []string{
-	"hapsuper_phase", "hapsuper_drains_total", "hapsuper_drain_duration_seconds", "hapsuper_reloads_total", "hapsuper_deadline_seconds",
+	"hapsuper_phase", "hapsuper_drains_total", "hapsuper_drain_duration_seconds", "hapsuper_late_connections_total", "hapsuper_reloads_total", "hapsuper_deadline_seconds",
 	"hapsuper_haproxy_sessions", "hapsuper_haproxy_workers", "hapsuper_routing_pending_nodes", "hapsuper_master_cli_up",
 }
 
@@ -123,6 +125,11 @@ func TestCollectorPhases(t *testing.T) {
 		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 2}},
 			Drain: status.Drain{Phase: drain.Stopping, StopRequested: at(4), SoftStop: at(6.5), Deadline: at(32), Reason: drain.ReasonQuiet}},
 		want: expectation{phase: drain.Stopping, reason: drain.ReasonQuiet, duration: 2.5, deadline: "22", sessions: 2, current: 1, cliUp: 1},
+	}, {
+		name: "stopping after an unverified drain with 3 late arrivals",
+		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 2}},
+			Drain: status.Drain{Phase: drain.Stopping, StopRequested: at(4), SoftStop: at(6.5), Deadline: at(32), Reason: drain.ReasonUnverified, LateConnections: 3}},
+		want: expectation{phase: drain.Stopping, reason: drain.ReasonUnverified, duration: 2.5, deadline: "22", sessions: 2, current: 1, cliUp: 1, late: 3},
 	}, {
 		name: "stopping past the deadline after a bound drain of 18s",
 		snap: status.Snapshot{Phase: drain.Stopping, ObservedAt: at(9.95), Workers: []status.Worker{{PID: 101, Sessions: 1}},

@@ -47,6 +47,10 @@ type Drain struct {
 	Reason        drain.Reason `json:"reason,omitempty"`
 	Detail        string       `json:"detail,omitempty"` // what was pending or not observed when it ended
 	Conditions    []Condition  `json:"conditions,omitempty"`
+	// LateConnections: new connections counted after the in-flight window
+	// of a withdrawn verdict (the drain's self-audit); above 0 the drain
+	// cannot end routed-away.
+	LateConnections int `json:"lateConnections,omitempty"`
 }
 
 // Condition is one condition of a drain under way: quiet or routing.

@@ -30,6 +30,7 @@ type loop struct {
 	pace     *pace   // the poller's rate; nil in tests that run no poller
 
 	lastRouting drain.Routing // for logging its changes
+	lateSeen    int           // late arrivals already logged
 
 	// Reloads: every one is followed to its outcome (reloads); hapsuper's
 	// own are checked first (check), one at a time, a request that comes
@@ -127,6 +128,11 @@ func (l *loop) onSignal(sig syscall.Signal) {
 func (l *loop) onObservation(o observation) {
 	l.lastObs = o
 	l.drain.Observe(o.obs)
+	if late := l.drain.Status(o.obs.At).LateConnections; late > l.lateSeen {
+		l.log.Warn("new connections after routing was observed withdrawn: a path hapsuper does not observe still sends here; the drain cannot end routed-away",
+			"late", late-l.lateSeen, "total", late)
+		l.lateSeen = late
+	}
 	if o.obs.Err != nil {
 		l.lastBad = o.started
 		l.log.Debug("poll failed", "err", o.obs.Err)
@@ -325,7 +331,7 @@ func statusDrain(st drain.Status) status.Drain {
 	d := status.Drain{
 		Phase: st.Phase, StopRequested: st.StopAt, Bound: st.BoundAt, Deadline: st.Deadline,
 		SoftStop: st.SoftStopAt, HardStop: st.HardStopAt, Exited: st.ExitedAt,
-		Reason: st.Reason, Detail: st.Detail,
+		Reason: st.Reason, Detail: st.Detail, LateConnections: st.LateConnections,
 	}
 	for _, c := range st.Conditions {
 		d.Conditions = append(d.Conditions, status.Condition{Name: c.Name, Met: c.Met, Since: c.Since, Detail: c.Detail, PendingNodes: c.PendingNodes})

@@ -139,11 +139,12 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 		return o
 	}
 	for _, w := range s.Workers {
-		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns}
+		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns, Accepted: make(map[string]uint64, len(w.Frontends))}
 		for _, f := range w.Frontends {
 			if p.ignore[f.Name] {
 				continue
 			}
+			dw.Accepted[f.Name] += f.Stot
 			dw.Requests += f.Stot + f.ReqTot
 			if f.Mode == "tcp" || p.graceful[f.Name] {
 				dw.Connections += f.Stot

@@ -350,6 +350,7 @@ func drainSettings(s conf.Settings, insp conf.Inspection) drain.Settings {
 		MaxWait:              s.MaxWait,
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
+		InFlightWindow:       s.InFlightWindow(),
 	}
 	ignored := set(s.IgnoreFrontends)
 	for _, fe := range insp.Frontends {

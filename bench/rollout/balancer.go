@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,9 +42,13 @@ type lbPart struct {
 	sleepN time.Duration // 0: no candidate had 0 failures
 }
 
-// hapsuperLB is hapsuper told the balancer's window.
-func hapsuperLB() strategy {
-	return strategy{name: "hapsuper", kind: stratHapsuper, args: []string{"--lb-health-check-window", lbWindow.String()}}
+// toldTheWindow is s, when hapsuper with routing, told the balancer's
+// window.
+func toldTheWindow(s strategy) strategy {
+	if s.kind == stratHapsuper {
+		s.args = append(slices.Clone(s.args), "--lb-health-check-window", lbWindow.String())
+	}
+	return s
 }
 
 // runBalancer runs the balancer part: the sleep candidates (each stopping
@@ -97,7 +102,7 @@ func (r *runner) runBalancer(ctx context.Context) (*lbPart, error) {
 			part.sleepN = d
 		}
 	}
-	for _, s := range []strategy{quiet(), hapsuperLB()} {
+	for _, s := range r.opts.lbStrategies {
 		r.printf("behind the balancer: strategy %s\n", s.name)
 		if _, err := run(s, false); err != nil {
 			return part, err
@@ -112,9 +117,20 @@ func (r *runner) runLBCell(ctx context.Context, lb *kube.Balancer, c cell) (cell
 		return cellResult{}, err
 	}
 	nodes := r.env.H.Nodes()
-	var names []string
+	var names, ips []string
 	for _, n := range nodes {
 		names = append(names, n.Name)
+	}
+	for _, p := range r.cur {
+		ips = append(ips, p.IP.String())
+	}
+	// Pods replaced by ensurePods (killed, not drained) must be out of
+	// every node's rules first, as in the matrix's cells.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := r.rules.waitExactly(wctx, nodes, ips...)
+	cancel()
+	if err != nil {
+		return cellResult{}, err
 	}
 	if err := lb.WaitUp(15*time.Second, names...); err != nil {
 		return cellResult{}, err
@@ -165,6 +181,15 @@ func (r *runner) runLBCell(ctx context.Context, lb *kube.Balancer, c cell) (cell
 		res.pods = append(res.pods, rec)
 	}
 	r.cur = next
+	if r.opts.verbose {
+		bad := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK })
+		if len(bad) > 0 {
+			r.printf("  failed, times after the first delete %s:%s\n", res.pods[0].deleted.Format("15:04:05.000"), harness.Describe(bad, 10))
+		}
+		for _, p := range res.pods {
+			r.printf("  %v\n", p)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		r.printf("  warning: %v: %v\n", c, err)
 	}

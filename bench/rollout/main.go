@@ -62,6 +62,7 @@ type options struct {
 	balancer     bool            // run the balancer part (balancer.go)
 	balancerOnly bool            // run only the balancer part
 	lbCandidates []time.Duration // sleep-N candidates behind the balancer
+	lbStrategies []strategy      // the strategies behind the balancer after the search
 }
 
 func main() {
@@ -120,6 +121,7 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 	if o.soak < 0 {
 		return o, fmt.Errorf("-soak %d: give a number of drains above 0, or leave it out for the matrix", o.soak)
 	}
+	o.lbStrategies = []strategy{quiet(), toldTheWindow(hapsuperS())}
 	if o.balancerOnly {
 		o.balancer = true
 		o.fanout, o.slices, o.tpRounds = 0, 0, 0
@@ -145,13 +147,14 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 		}
 	}
 	if strats != "" {
-		o.strategies, o.candidates = nil, nil
+		o.strategies, o.candidates, o.lbCandidates, o.lbStrategies = nil, nil, nil, nil
 		for name := range strings.SplitSeq(strats, ",") {
 			s, err := parseStrategy(strings.TrimSpace(name))
 			if err != nil {
 				return o, err
 			}
 			o.strategies = append(o.strategies, s)
+			o.lbStrategies = append(o.lbStrategies, toldTheWindow(s))
 		}
 	}
 	switch o.proxyStates {
