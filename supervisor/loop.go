@@ -129,8 +129,8 @@ func (l *loop) onObservation(o observation) {
 	l.lastObs = o
 	l.drain.Observe(o.obs)
 	if late := l.drain.Status(o.obs.At).LateConnections; late > l.lateSeen {
-		l.log.Warn("new connections after routing was observed withdrawn: a path hapsuper does not observe still sends here; the drain cannot end routed-away",
-			"late", late-l.lateSeen, "total", late)
+		l.log.Warn("new connections after routing was observed withdrawn",
+			"late", late-l.lateSeen, "total", late, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
 		l.lateSeen = late
 	}
 	if o.obs.Err != nil {

@@ -14,7 +14,7 @@ import (
 // The self-audit. A client on node1 holds web-a's pod IP and sends straight
 // to it, as something hapsuper does not watch would (a proxy reading the
 // EndpointSlices itself, a client caching the address): a new connection
-// every 100 ms until 3 s after the delete, well after kube-proxy confirmed
+// every 100 ms until 4 s after the delete, well after kube-proxy confirmed
 // the withdrawal, then nothing. Those after the withdrawn verdict's
 // in-flight window are late arrivals: the drain keeps serving them (each
 // restarts the quiet clock), then ends unverified, counting them, with a
@@ -29,7 +29,7 @@ func TestDrain_LateArrivalsTurnUnverified(t *testing.T) {
 		if d == 0 {
 			return false
 		}
-		return now.Sub(time.Unix(0, d)) >= 3*time.Second
+		return now.Sub(time.Unix(0, d)) >= 4*time.Second
 	})}
 	direct.Every("direct", e.H.Node(1).HTTPClient(requestTimeout), fmt.Sprintf("http://%s:8080/", a.IP), 100*time.Millisecond, true)
 	t.Cleanup(direct.Stop)
