@@ -47,7 +47,9 @@ func TestDrain_LateArrivalsTurnUnverified(t *testing.T) {
 		!strings.Contains(r.Detail, "frontend web ") {
 		t.Errorf("detail %q does not count the late arrivals on frontend web", r.Detail)
 	}
-	late := direct.Where(func(o harness.Outcome) bool { return o.Kind == harness.KindOK && !r.Withdrawn.IsZero() && o.Sent.After(r.Withdrawn) })
+	late := direct.Where(func(o harness.Outcome) bool {
+		return o.Kind == harness.KindOK && !r.Withdrawn.IsZero() && o.Sent.After(r.Withdrawn)
+	})
 	if len(late) == 0 {
 		t.Fatalf("the direct client sent nothing after routing was withdrawn (+%v): the scenario did not happen", r.Withdrawn.Sub(r.deleted))
 	}
