@@ -48,7 +48,7 @@ fuzz-short:
 # confirmation fan-out and the EndpointSlice scale check; writes
 # bench/rollout/RESULTS.md and docs/rollout-timeline.svg. ~15 minutes.
 # bench-smoke: quiet + hapsuper, one client pattern, ~1 minute.
-.PHONY: bench bench-smoke soak
+.PHONY: bench bench-smoke soak campaign balancer
 
 bench:
 	cd bench && go run ./rollout
@@ -60,3 +60,18 @@ bench-smoke:
 # kube-proxy; writes bench/rollout/SOAK.md. ~45 minutes.
 soak:
 	cd bench && go run ./rollout -soak 100
+
+# campaign: CAMPAIGN_DRAINS (default 1000) hapsuper drains with random,
+# seeded faults (kube-proxy frozen, restarted, its healthz filtered, the
+# apiserver frozen, a reload) over the client patterns; writes
+# bench/rollout/CAMPAIGN.md with the seed of every drain that failed a
+# request or claimed too much. ~7 s a drain. SEED= replays a campaign.
+CAMPAIGN_DRAINS ?= 1000
+campaign:
+	cd bench && go run ./rollout -campaign $(CAMPAIGN_DRAINS)$(if $(SEED), -seed $(SEED))
+
+# balancer: the rollouts behind a health-checking load balancer
+# (externalTrafficPolicy Local) alone; writes bench/rollout/BALANCER.md.
+# ~4 minutes.
+balancer:
+	cd bench && go run ./rollout -balancer-only

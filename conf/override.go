@@ -12,11 +12,48 @@ import (
 // overrideText is the override file. HAProxy reads it after the user's files,
 // so its global values win over theirs.
 func overrideText(s Settings) string {
-	return fmt.Sprintf(overrideMark+`: bounds every soft stop (drain, reload leftovers) within the grace budget
+	text := fmt.Sprintf(overrideMark+`: bounds every soft stop (drain, reload leftovers) within the grace budget
 global
     hard-stop-after %dms
 `, s.Budget().Milliseconds())
+	if s.LBCheckBind != "" {
+		text += fmt.Sprintf(lbCheckText, LBCheck, s.LBCheckBind, LBCheckBackend, LBCheckBackend)
+	}
+	return text
 }
+
+// LBCheck names the health check frontend hapsuper adds for load
+// balancers that check the pod (--lb-check-bind) and its stick table;
+// LBCheckBackend the backend whose one server, LBCheckServer as `set
+// server` names it, hapsuper puts in maintenance at the stop: the frontend
+// answers 503 once that backend has no usable server. (HAProxy 3.4 refuses
+// a backend named as a frontend.)
+const (
+	LBCheck        = "hapsuper-lb-check"
+	LBCheckBackend = "hapsuper-lb-serving"
+	LBCheckServer  = LBCheckBackend + "/serving"
+)
+
+// lbCheckText is the health check, after a defaults section of its own so
+// that none of the user's applies. The table counts each checking address's
+// requests (the failed checks once the frontend answers 503) and their rate
+// over two minutes (the addresses still checking).
+const lbCheckText = `# the health check of --lb-check-bind: 200 while serving, 503 from the stop on
+defaults
+    mode http
+    timeout client 5s
+    timeout http-request 5s
+    timeout connect 1s
+    timeout server 1s
+frontend %s
+    bind %s
+    stick-table type ipv6 size 1k expire 10m store http_req_cnt,http_req_rate(120s)
+    http-request track-sc0 src
+    http-request return status 503 content-type text/plain string "draining" if { nbsrv(%s) eq 0 }
+    http-request return status 200 content-type text/plain string "serving"
+backend %s
+    server serving 127.0.0.1:9
+`
 
 // overrideMark begins every override file: a file at the path that does
 // not begin with it is someone else's, and is not overwritten.

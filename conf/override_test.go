@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -271,5 +272,36 @@ func TestWriteOverrideKeepsOthersFiles(t *testing.T) {
 	s.OverrideFile = filepath.Join(dir, "adir")
 	if err := WriteOverride(s); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("WriteOverride over a directory: %v", err)
+	}
+}
+
+// With --lb-check-bind the override adds the health check, which HAProxy
+// accepts after the user's files without a warning (its answers, 200 then
+// 503, are test/integration's TestLBCheck_BalancerMarksThePodDown).
+func TestOverrideLBCheck(t *testing.T) {
+	haproxy := needHAProxy(t)
+	dir := t.TempDir()
+	port := freePort(t)
+	writeFiles(t, dir, map[string]string{"user.cfg": "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n" +
+		"frontend web\n    bind 127.0.0.1:" + strconv.Itoa(freePort(t)) + "\n    mode http\n    http-request return status 200\n"})
+	s, err := Parse([]string{"--lb-check-bind", "127.0.0.1:" + strconv.Itoa(port), "--lb-check-threshold", "2",
+		"--override-file", filepath.Join(dir, "override.cfg"), "--master-socket", filepath.Join(dir, "master.sock"),
+		"--", haproxy, "-f", filepath.Join(dir, "user.cfg")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteOverride(s); err != nil {
+		t.Fatal(err)
+	}
+	text := overrideText(s)
+	for _, want := range []string{"frontend " + LBCheck, "bind 127.0.0.1:" + strconv.Itoa(port), "http-request track-sc0 src",
+		"if { nbsrv(" + LBCheckBackend + ") eq 0 }", "backend " + LBCheckBackend, "server serving "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("override lacks %q:\n%s", want, text)
+		}
+	}
+	out, err := exec.Command(haproxy, "-c", "-f", filepath.Join(dir, "user.cfg"), "-f", s.OverrideFile).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "WARNING") {
+		t.Fatalf("haproxy -c with the override: %v\n%s", err, out)
 	}
 }

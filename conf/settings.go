@@ -43,6 +43,8 @@ type Settings struct {
 	KubeProxySyncAllowance time.Duration // D: kube-proxy's lag behind hapsuper's watch plus one sync
 	LBDeregistrationDelay  time.Duration // load balancers' sending after deregistration; 0: none
 	LBHealthCheckWindow    time.Duration // a node-checking balancer's mark-down after its check fails; 0: unknown
+	LBCheckBind            string        // address of the pod's health check for balancers that target the pod; empty: none
+	LBCheckThreshold       int           // their unhealthy threshold
 }
 
 // Defaults that other packages and messages name. Every other default is
@@ -138,6 +140,8 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(durationValue{&s.KubeProxySyncAllowance}, "kube-proxy-sync-allowance", "kube-proxy's lag behind hapsuper's watch plus one rule sync: its p99 sync_proxy_rules_duration_seconds, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.LBDeregistrationDelay}, "lb-deregistration-delay", "how long load balancers that target pod IPs keep sending after deregistration; the drain holds that long after the withdrawal (routing modes)")
 	fs.Var(durationValue{&s.LBHealthCheckWindow}, "lb-health-check-window", "the longest a load balancer that health-checks the nodes (externalTrafficPolicy Local) takes to stop sending once its check fails: interval × unhealthy threshold + one interval; a Service's AWS or Azure health-check annotations take precedence (default: unknown, such drains run to the bound)")
+	fs.StringVar(&s.LBCheckBind, "lb-check-bind", s.LBCheckBind, "for load balancers that health-check the pod itself (IP targets, hostNetwork, hostPort): the address of a health check hapsuper adds to HAProxy, such as :8404, answering 200, and 503 from the stop on; the drain waits until every address that was checking it got --lb-check-threshold failed checks (default: none)")
+	fs.IntVar(&s.LBCheckThreshold, "lb-check-threshold", s.LBCheckThreshold, "the unhealthy threshold of the load balancers that check --lb-check-bind: failed checks that mark the pod down")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	return fs
 }
@@ -314,6 +318,8 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("kube-proxy-sync-allowance", s.KubeProxySyncAllowance.String()),
 		slog.String("lb-deregistration-delay", s.LBDeregistrationDelay.String()),
 		slog.String("lb-health-check-window", s.LBHealthCheckWindow.String()),
+		slog.String("lb-check-bind", s.LBCheckBind),
+		slog.Int("lb-check-threshold", s.LBCheckThreshold),
 		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
 	}
 }

@@ -2,7 +2,9 @@ package conf
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -102,12 +104,35 @@ func validate(s Settings, src source) error {
 		return fmt.Errorf("%s plus %s reaches %s: every drain would end at the bound; raise --max-wait (and --grace-period)",
 			src.label("lb-deregistration-delay", s.LBDeregistrationDelay), src.label("quiet-period", s.QuietPeriod), src.label("max-wait", s.MaxWait))
 	}
+	if err := validateLBCheck(s, src); err != nil {
+		return err
+	}
 	if s.LBHealthCheckWindow < 0 {
 		return fmt.Errorf("%s is negative: give the load balancer's health-check interval × unhealthy threshold + one interval, or 0 (unknown)", src.label("lb-health-check-window", s.LBHealthCheckWindow))
 	}
 	if s.LBHealthCheckWindow > 0 && s.LBHealthCheckWindow+s.WithdrawnQuietPeriod >= s.MaxWait {
 		return fmt.Errorf("%s plus %s reaches %s: every drain behind such a load balancer would end at the bound; raise --max-wait (and --grace-period)",
 			src.label("lb-health-check-window", s.LBHealthCheckWindow), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod), src.label("max-wait", s.MaxWait))
+	}
+	return nil
+}
+
+// validateLBCheck checks --lb-check-bind and --lb-check-threshold: an
+// address HAProxy can bind ([host]:port) and a threshold a balancer can
+// have.
+func validateLBCheck(s Settings, src source) error {
+	if s.LBCheckBind == "" {
+		if s.LBCheckThreshold != 0 {
+			return fmt.Errorf("%s without --lb-check-bind: give the address the load balancer checks, or drop the threshold", src.label("lb-check-threshold", s.LBCheckThreshold))
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(s.LBCheckBind)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, " ,#") {
+		return fmt.Errorf("%s is not an address to bind: give [host]:port, such as :8404", src.label("lb-check-bind", s.LBCheckBind))
+	}
+	if s.LBCheckThreshold < 1 || s.LBCheckThreshold > 20 {
+		return fmt.Errorf("%s: give the load balancer's unhealthy threshold (1 to 20; AWS target groups default to 2, GKE to 2) with --lb-check-bind", src.label("lb-check-threshold", s.LBCheckThreshold))
 	}
 	return nil
 }

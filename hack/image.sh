@@ -166,12 +166,22 @@ start=$(date +%s)
 version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
 arch=$(go env GOARCH)
 echo "building $image (version $version) from $root/Dockerfile"
-if ! b bud --isolation chroot --network host --pull-never \
-	--build-arg TARGETOS=linux --build-arg TARGETARCH="$arch" --build-arg VERSION="$version" \
-	-t "$image" -f "$root/Dockerfile" "$root" >"$cache/build.log" 2>&1; then
-	tail -30 "$cache/build.log" >&2
-	echo "image.sh: buildah bud failed; full log: $cache/build.log" >&2
-	exit 1
+bud() {
+	b bud --isolation chroot --network host --pull-never \
+		--build-arg TARGETOS=linux --build-arg TARGETARCH="$arch" --build-arg VERSION="$version" \
+		-t "$image" -f "$root/Dockerfile" "$root" >"$cache/build.log" 2>&1
+}
+# One retry: on a fresh machine under load a RUN step failed once with
+# buildah's "Close_Fd sealing memfd copy: Device or resource busy" and
+# passed when run again; a second failure is real.
+if ! bud; then
+	echo "image.sh: buildah bud failed once ($(grep -m1 -iE 'error|busy' "$cache/build.log" || echo 'see the log')); trying again" >&2
+	cp "$cache/build.log" "$cache/build-first-try.log"
+	if ! bud; then
+		tail -30 "$cache/build.log" >&2
+		echo "image.sh: buildah bud failed twice; full logs: $cache/build-first-try.log, $cache/build.log" >&2
+		exit 1
+	fi
 fi
 rm -f "$cache"/.hapsuper-haproxy.oci.tar.*
 tmp_archive="$cache/.hapsuper-haproxy.oci.tar.$$"

@@ -90,6 +90,7 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		SyncAllowance:       s.KubeProxySyncAllowance,
 		LoadBalancerDelay:   s.LBDeregistrationDelay,
 		LBHealthCheckWindow: s.LBHealthCheckWindow,
+		PodChecked:          s.LBCheckBind != "",
 	}, client, log) // the observer names its own component
 	if err != nil {
 		return nil, err

@@ -84,6 +84,13 @@ type Config struct {
 	// pending.
 	LBHealthCheckWindow time.Duration
 
+	// PodChecked says the load balancers that reach the pod without
+	// kube-proxy (hostNetwork, hostPort, readiness gates and annotations of
+	// IP targets) health-check it on hapsuper's own check (--lb-check-bind),
+	// whose failed checks the supervisor follows: those paths are observed
+	// there, not named unobserved here.
+	PodChecked bool
+
 	// Concurrency bounds the healthz requests in flight.
 	Concurrency int
 	// RequestTimeout bounds one healthz request, connection included.

@@ -136,20 +136,24 @@ func unobservedServiceWhy(svc *corev1.Service) string {
 // does not program that listed it. Called with Observer.mu held.
 func (o *Observer) unobserved() []string {
 	st := &o.watch
-	out := slices.Clone(st.podPaths)
+	var out []string
+	if !o.cfg.PodChecked {
+		out = slices.Clone(st.podPaths)
+	}
+	pod := len(out)
 	seen := map[string]bool{}
 	for k := range st.paths {
 		if seen[k.service] {
 			continue
 		}
 		seen[k.service] = true
-		if why := lbTargets(st.services[k.service]); why != "" {
+		if why := lbTargets(st.services[k.service]); why != "" && !o.cfg.PodChecked {
 			out = append(out, o.cfg.Identity.Namespace+"/"+k.service+": "+why)
 		}
 	}
 	for svc, why := range st.unproxied {
 		out = append(out, o.cfg.Identity.Namespace+"/"+svc+": "+why)
 	}
-	slices.Sort(out[len(st.podPaths):])
+	slices.Sort(out[pod:])
 	return out
 }

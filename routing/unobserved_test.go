@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,19 @@ func TestRoutingUnobservedPaths(t *testing.T) {
 			s.apply(service("web", edit...))
 			s.syncsAt("n2", 300*ms)
 			expect(t, s.round(400*ms), drain.RoutingUnverified, "confirmed by kube-proxy on 1 nodes; not observed: "+tt.want)
+
+			// With the pod's own health check (--lb-check-bind), the
+			// balancer's path is observed by the supervisor: withdrawn,
+			// the path not named.
+			pc := newScenario(t, Config{PodChecked: true})
+			if tt.pod != nil {
+				pc.apply(pod(tt.pod))
+			}
+			pc.apply(service("web", edit...))
+			pc.syncsAt("n2", 300*ms)
+			if got := pc.round(400 * ms); got.State != drain.RoutingWithdrawn || strings.Contains(got.Detail, tt.want) {
+				t.Errorf("PodChecked: routing %s (%s), want withdrawn without %q", got.State, got.Detail, tt.want)
+			}
 		})
 	}
 }

@@ -32,6 +32,12 @@ type loop struct {
 	lastRouting drain.Routing // for logging its changes
 	lateSeen    int           // late arrivals already logged
 
+	// The load balancers' health check of the pod (--lb-check-bind); nil
+	// without one. lbIO is the poller's, told at the stop to fail it.
+	lbCheck  *lbCheck
+	lbIO     *lbCheckIO
+	lbMarked bool // the balancers marked the pod down: logged
+
 	// Reloads: every one is followed to its outcome (reloads); hapsuper's
 	// own are checked first (check), one at a time, a request that comes
 	// during a check queued (queued: its signal's name).
@@ -112,6 +118,9 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		if l.routing != nil {
 			l.routing.StopRequested(now)
 		}
+		if l.lbIO != nil {
+			l.lbIO.failing.Store(true) // from the poll the fast pace now asks for
+		}
 		st := l.drain.Status(now)
 		l.log.Info("drain started", "signal", conf.SignalName(sig), "bound", st.BoundAt, "deadline", st.Deadline)
 	case sig == syscall.SIGHUP || sig == syscall.SIGUSR2:
@@ -128,6 +137,9 @@ func (l *loop) onSignal(sig syscall.Signal) {
 func (l *loop) onObservation(o observation) {
 	l.lastObs = o
 	l.drain.Observe(o.obs)
+	if l.lbCheck != nil {
+		l.lbCheck.observe(o.lb)
+	}
 	if late := l.drain.Status(o.obs.At).LateConnections; late > l.lateSeen {
 		l.log.Warn("new connections after routing was observed withdrawn",
 			"late", late-l.lateSeen, "total", late, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
@@ -239,10 +251,20 @@ func (l *loop) step() {
 // feedRouting hands the routing verdict to the drain, and the pod's own
 // grace period once the routing watch has seen it.
 func (l *loop) feedRouting(now time.Time) {
-	if l.routing == nil {
+	if l.routing == nil && l.lbCheck == nil {
 		return
 	}
-	r := l.routing.Routing(now)
+	r := drain.Routing{State: drain.RoutingOff, Detail: "routing observation off"}
+	if l.routing != nil {
+		r = l.routing.Routing(now)
+	}
+	if l.lbCheck != nil && !l.drain.Status(now).StopAt.IsZero() {
+		r = l.lbCheck.gate(r)
+		if done, d := l.lbCheck.verdict(); done && !l.lbMarked {
+			l.lbMarked = true
+			l.log.Info("load balancers checking the pod marked it down", "detail", d)
+		}
+	}
 	if r.State != l.lastRouting.State { // the detail carries ages: it changes on every poll
 		l.log.Info("routing", "state", string(r.State), "detail", r.Detail)
 	} else if r.Detail != l.lastRouting.Detail {
@@ -250,6 +272,9 @@ func (l *loop) feedRouting(now time.Time) {
 	}
 	l.lastRouting = r
 	l.drain.SetRouting(r, now)
+	if l.routing == nil {
+		return
+	}
 	grace, ok := l.routing.PodGracePeriod()
 	if !ok || !l.drain.SetPodGracePeriod(grace) {
 		return

@@ -35,6 +35,7 @@ type poller struct {
 	graceful map[string]bool // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful)
 	now      func() time.Time
 	answered map[int]bool // workers that answered a sample, of those show proc still lists
+	lb       *lbCheckIO   // the load balancers' health check of the pod; nil: none
 }
 
 // run polls until ctx ends, fast until the loop says otherwise. Each poll
@@ -47,6 +48,9 @@ func (p *poller) run(ctx context.Context, out chan<- observation) error {
 		started := p.now()
 		s, err := p.cli.Sample(ctx)
 		o := observation{started: started, sample: s, obs: p.observe(s, err)}
+		if err == nil {
+			o.lb = p.lb.poll(ctx, s)
+		}
 		select {
 		case out <- o:
 		case <-ctx.Done():
@@ -114,6 +118,7 @@ type observation struct {
 	started time.Time // when the poll began; obs.At is when it ended
 	sample  runtimeapi.Sample
 	obs     drain.Observation
+	lb      *lbTables // the health check's tables, from the stop on (lbcheck.go)
 }
 
 // observe turns a sample into the drain's observation: per worker, the

@@ -246,14 +246,22 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 		return nil
 	}, func(error) { cancel() })
 	l.pace = newPace()
+	cli := runtimeapi.New(l.settings.MasterSocket, cliTimeout)
 	p := &poller{
-		cli:      runtimeapi.New(l.settings.MasterSocket, cliTimeout),
+		cli:      cli,
 		interval: l.settings.PollInterval,
 		serving:  servingPollInterval,
 		pace:     l.pace.ch,
 		ignore:   set(l.settings.IgnoreFrontends),
 		graceful: l.graceful,
 		now:      time.Now,
+	}
+	if l.settings.LBCheckBind != "" {
+		// The health check hapsuper adds is no traffic; its own checks
+		// are counted in its table.
+		p.ignore[conf.LBCheck] = true
+		p.lb = &lbCheckIO{cli: cli}
+		l.lbIO, l.lbCheck = p.lb, &lbCheck{bind: l.settings.LBCheckBind, threshold: l.settings.LBCheckThreshold}
 	}
 	g.Add(func() error { return p.run(ctx, obs) }, func(error) { cancel() })
 	g.Add(srv.Serve, func(error) { srv.Close() })

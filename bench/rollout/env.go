@@ -30,8 +30,8 @@ const (
 
 // newEnv starts the cluster and creates the Service. Harness failures end
 // the run through t.
-func newEnv(ctx context.Context, t harness.TB, nodes int) (*env, error) {
-	e := &env{Env: kube.NewEnv(t, k8stest.Options{Nodes: nodes, ProxyMode: "nftables", MinSyncPeriod: time.Second})}
+func newEnv(ctx context.Context, t harness.TB, nodes int, proxyMode string) (*env, error) {
+	e := &env{Env: kube.NewEnv(t, k8stest.Options{Nodes: nodes, ProxyMode: proxyMode, MinSyncPeriod: time.Second})}
 	var err error
 	e.clusterIP, err = e.Service(ctx, serviceName, false,
 		corev1.ServicePort{Name: "http", Port: httpPort, TargetPort: intstr.FromInt32(8080)},

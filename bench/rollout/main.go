@@ -63,6 +63,10 @@ type options struct {
 	balancerOnly bool            // run only the balancer part
 	lbCandidates []time.Duration // sleep-N candidates behind the balancer
 	lbStrategies []strategy      // the strategies behind the balancer after the search
+	campaign     int             // drains of the fault campaign; 0: no campaign
+	seed         uint64          // the campaign's seed; 0: from the clock
+	campaignSeed uint64          // replay the one rollout of this seed
+	proxyMode    string          // kube-proxy's mode: nftables or iptables
 }
 
 func main() {
@@ -84,6 +88,10 @@ func main() {
 	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
 	flag.BoolVar(&o.balancer, "balancer", true, "run the rollouts behind a health-checking load balancer (externalTrafficPolicy Local) after the matrix")
 	flag.BoolVar(&o.balancerOnly, "balancer-only", false, "run only the rollouts behind the load balancer, results in bench/rollout/BALANCER.md")
+	flag.StringVar(&o.proxyMode, "proxy-mode", "nftables", "kube-proxy's mode on the nodes: nftables or iptables")
+	flag.IntVar(&o.campaign, "campaign", 0, "run only the fault campaign: this many hapsuper drains with random faults, results in bench/rollout/CAMPAIGN.md")
+	flag.Uint64Var(&o.seed, "seed", 0, "the campaign's seed (default: from the clock; printed)")
+	flag.Uint64Var(&o.campaignSeed, "campaign-seed", 0, "replay the one campaign rollout of this seed (as CAMPAIGN.md lists it)")
 	flag.BoolVar(&o.verbose, "v", false, "print each pod's stop times and the harness's own log lines")
 	flag.StringVar(&o.logDir, "logs", "", "write each stopped pod's container log (hapsuper's JSON, or HAProxy's) to this directory")
 	flag.Parse()
@@ -126,6 +134,23 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 		o.balancer = true
 		o.fanout, o.slices, o.tpRounds = 0, 0, 0
 		o.patterns = []pattern{patNewConns, patPause, patKeepAlive, patH2}
+	}
+	if o.proxyMode == "" {
+		o.proxyMode = "nftables"
+	}
+	if o.proxyMode != "nftables" && o.proxyMode != "iptables" {
+		return o, fmt.Errorf("-proxy-mode %q: use nftables or iptables", o.proxyMode)
+	}
+	if o.campaign < 0 {
+		return o, fmt.Errorf("-campaign %d: give a number of drains above 0", o.campaign)
+	}
+	if o.campaign > 0 {
+		o.balancer = false
+		o.fanout, o.slices, o.tpRounds = 0, 0, 0
+		o.frozen = false
+		if o.seed == 0 {
+			o.seed = uint64(time.Now().UnixNano())
+		}
 	}
 	if o.soak > 0 {
 		o.balancer = false
@@ -212,6 +237,9 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		if o.balancerOnly {
 			o.results = balancerResults(resultsDir)
 		}
+		if o.campaign > 0 {
+			o.results = filepath.Join(resultsDir, "CAMPAIGN.md")
+		}
 	}
 	if o.picture == "" {
 		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
@@ -243,8 +271,8 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 
 	ctx := context.Background()
-	r.printf("cluster: starting etcd, kube-apiserver, kube-controller-manager, 2 nodes with nftables kube-proxy\n")
-	if r.env, err = newEnv(ctx, t, 2); err != nil {
+	r.printf("cluster: starting etcd, kube-apiserver, kube-controller-manager, 2 nodes with %s kube-proxy\n", o.proxyMode)
+	if r.env, err = newEnv(ctx, t, 2, o.proxyMode); err != nil {
 		return err
 	}
 	if o.soak > 0 {
@@ -267,6 +295,23 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		}
 		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))
 		return nil
+	}
+	if o.campaign > 0 {
+		r.printf("campaign: %d drains, seed %d\n", o.campaign, o.seed)
+		ds, err := r.runCampaign(ctx, o.campaign, o.seed)
+		if err != nil && len(ds) == 0 {
+			return err
+		}
+		flags := fmt.Sprintf("-campaign %d -seed %d -proxy-mode %s", o.campaign, o.seed, o.proxyMode)
+		table := campaignReport(ds, o.seed, flags, time.Since(began))
+		if err != nil {
+			table += fmt.Sprintf("\n**The campaign stopped before its last drain:** %v\n", err)
+		}
+		if werr := writeFile(o.results, table); werr != nil {
+			return werr
+		}
+		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))
+		return err
 	}
 	if o.balancerOnly {
 		part, err := r.runBalancer(ctx)

@@ -139,7 +139,7 @@ func (p *benchPod) stop(grace time.Duration) {
 	// The last lines may still be in the pipe when the process is gone.
 	p.WaitRead(2 * time.Second)
 	d := p.ReadDrain(p.signal)
-	p.ended, p.reason, p.hapsuperW = cmp.Or(d.Ended, p.ended), d.Reason, d.Withdrawn
+	p.ended, p.reason, p.detail, p.hapsuperW = cmp.Or(d.Ended, p.ended), d.Reason, d.Detail, d.Withdrawn
 	p.soft, p.master = cmp.Or(d.Soft, p.soft), cmp.Or(d.HAProxyExit, p.master)
 }
 

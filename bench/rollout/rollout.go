@@ -26,6 +26,7 @@ type podResult struct {
 	hapsuperW  time.Time // hapsuper's first routing state=withdrawn after the stop (zero otherwise)
 	nodeRules  map[string]time.Time
 	reason     string // hapsuper's drain reason
+	detail     string // and its detail
 	late       int    // new connections sent after withdrawn that the pod answered (-1: not counted)
 	killed     bool   // the grace period ended it (SIGKILL)
 	code       int    // the container's exit code
@@ -137,6 +138,7 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 
 	var stops, watches sync.WaitGroup
 	var freezes freezer
+	var faults injector
 	var errMu sync.Mutex
 	var errs []error
 	var next2 []*benchPod
@@ -157,6 +159,9 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		}
 		old.deleted = time.Now()
 		tr.deleted(old.deleted)
+		if i == 0 && len(c.faults) > 0 {
+			faults.start(c.faults, old.deleted, r.env.H, r.cur)
+		}
 		if c.frozen {
 			for _, n := range nodes {
 				if n != old.Node {
@@ -193,6 +198,9 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 	stops.Wait()
 	watches.Wait()
 	if err := freezes.wait(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := faults.wait(); err != nil {
 		errs = append(errs, err)
 	}
 	time.Sleep(tailTime)

@@ -114,7 +114,8 @@ type cell struct {
 	strat  strategy
 	pat    pattern
 	frozen bool
-	lb     bool // behind the balancer (balancer.go)
+	lb     bool    // behind the balancer (balancer.go)
+	faults []fault // played from the first delete on (campaign.go)
 }
 
 func (c cell) String() string {

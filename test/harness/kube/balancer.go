@@ -1,11 +1,8 @@
 package kube
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -158,35 +155,7 @@ func (lb *Balancer) poll(ctx context.Context) {
 // States is the status column of `show stat` for each node, as the first
 // port's backend has it (every backend checks the same port).
 func (lb *Balancer) States() (map[string]string, error) {
-	conn, err := net.DialTimeout("unix", lb.stats, time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := io.WriteString(conn, "show stat\n"); err != nil {
-		return nil, err
-	}
-	r := csv.NewReader(bufio.NewReader(conn))
-	r.FieldsPerRecord = -1
-	rows, err := r.ReadAll()
-	if err != nil || len(rows) == 0 {
-		return nil, fmt.Errorf("show stat: %v (%d rows)", err, len(rows))
-	}
-	head := rows[0]
-	head[0] = strings.TrimPrefix(head[0], "# ")
-	col := func(name string) int { return slices.Index(head, name) }
-	px, sv, status := col("pxname"), col("svname"), col("status")
-	if px < 0 || sv < 0 || status < 0 {
-		return nil, fmt.Errorf("show stat: no pxname/svname/status in %v", head)
-	}
-	out := map[string]string{}
-	for _, row := range rows[1:] {
-		if len(row) > status && row[px] == "nodes0" && row[sv] != "BACKEND" {
-			out[row[sv]] = row[status]
-		}
-	}
-	return out, nil
+	return harness.ServerStates(lb.stats, "nodes0")
 }
 
 // DownAt is when the balancer marked node down, zero while it has not

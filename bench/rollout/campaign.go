@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// The campaign (-campaign N): hapsuper's drains on the real harness, each
+// rollout with faults drawn at random (seeded, printed) from what real
+// clusters combine: a kube-proxy frozen, restarted, its healthz filtered,
+// the apiserver frozen, a reload of the draining pod's HAProxy, over the
+// client patterns, at random instants from the first delete to the bound. Per drain it records the faults, the verdict, the failed
+// requests, the requests on fresh connections that reached the pod after
+// hapsuper's withdrawn verdict, and the late arrivals hapsuper's own audit
+// counted; CAMPAIGN.md lists the totals, the verdicts per fault, and every
+// drain that failed a request or claimed too much, with its rollout's seed
+// so that it can be replayed (-campaign-seed).
+
+// faultKind is one kind of fault.
+type faultKind string
+
+const (
+	faultFreeze  faultKind = "kube-proxy frozen"
+	faultRestart faultKind = "kube-proxy restarted"
+	faultFilter  faultKind = "healthz filtered"
+	faultAPI     faultKind = "apiserver frozen"
+	faultReload  faultKind = "reload"
+)
+
+var faultKinds = []faultKind{faultFreeze, faultRestart, faultFilter, faultAPI, faultReload}
+
+// fault is one fault of a rollout: what, on which node (1-based; the pod
+// for a reload), from when after the first delete and for how long.
+type fault struct {
+	kind faultKind
+	node int
+	at   time.Duration
+	for_ time.Duration
+}
+
+func (f fault) String() string {
+	s := fmt.Sprintf("%s on node%d at +%.1fs", f.kind, f.node, f.at.Seconds())
+	if f.kind == faultReload {
+		s = fmt.Sprintf("reload of the pod on node%d at +%.1fs", f.node, f.at.Seconds())
+	}
+	if f.for_ > 0 {
+		s += fmt.Sprintf(" for %.1fs", f.for_.Seconds())
+	}
+	return s
+}
+
+// drawFaults draws a rollout's faults: none to three, each at a random
+// instant from the first delete to bound, lasting 0.5–5 s.
+func drawFaults(rng *rand.Rand, nodes int, bound time.Duration) []fault {
+	var out []fault
+	for range rng.IntN(4) {
+		f := fault{
+			kind: faultKinds[rng.IntN(len(faultKinds))],
+			node: 1 + rng.IntN(nodes),
+			at:   time.Duration(rng.Int64N(int64(bound))),
+		}
+		switch f.kind {
+		case faultFreeze, faultFilter, faultAPI:
+			f.for_ = 500*time.Millisecond + time.Duration(rng.Int64N(int64(4500*time.Millisecond)))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// injector plays a rollout's faults and undoes them whatever happens.
+type injector struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+// start schedules every fault relative to t0, the first delete.
+func (in *injector) start(faults []fault, t0 time.Time, h *k8stest.Harness, pods []*benchPod) {
+	for _, f := range faults {
+		in.wg.Go(func() {
+			time.Sleep(time.Until(t0.Add(f.at)))
+			in.fail(f, in.apply(f, h, pods))
+		})
+	}
+}
+
+func (in *injector) apply(f fault, h *k8stest.Harness, pods []*benchPod) error {
+	n := h.Node(f.node)
+	switch f.kind {
+	case faultFreeze:
+		if err := n.KubeProxy.Freeze(); err != nil {
+			return err
+		}
+		time.Sleep(f.for_)
+		return n.KubeProxy.Thaw()
+	case faultRestart:
+		if err := n.KubeProxy.Stop(); err != nil {
+			return err
+		}
+		return n.KubeProxy.Start()
+	case faultFilter:
+		table := fmt.Sprintf("hapsuper-campaign-%d", f.node)
+		if err := n.NFT(fmt.Sprintf("table ip %s {\n\tchain in { type filter hook input priority -10; policy accept; tcp dport %d drop; }\n}\n", table, k8stest.HealthzPort)); err != nil {
+			return err
+		}
+		time.Sleep(f.for_)
+		return n.NFT("delete table ip " + table + "\n")
+	case faultAPI:
+		p := h.APIServerProcess()
+		if err := p.Freeze(); err != nil {
+			return err
+		}
+		time.Sleep(f.for_)
+		return p.Thaw()
+	case faultReload:
+		for _, p := range pods {
+			if p.Pod.Node == n && !p.Exited() {
+				return p.Signal(syscall.SIGHUP)
+			}
+		}
+	}
+	return nil
+}
+
+func (in *injector) fail(f fault, err error) {
+	if err == nil {
+		return
+	}
+	in.mu.Lock()
+	in.errs = append(in.errs, fmt.Errorf("%v: %w", f, err))
+	in.mu.Unlock()
+}
+
+// wait returns once every fault was played and undone.
+func (in *injector) wait() error {
+	in.wg.Wait()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return errors.Join(in.errs...)
+}
+
+// campaignDrain is one drain of the campaign.
+type campaignDrain struct {
+	rollout int
+	seed    uint64 // the rollout's seed: -campaign-seed replays its faults
+	pat     pattern
+	faults  []fault
+	pod     podResult
+	failed  int // failed requests of the rollout (both drains)
+	audited int // late arrivals hapsuper's audit counted (from its detail)
+}
+
+// claimedTooMuch: routed-away (or lb-marked-down) with requests on fresh
+// connections reaching the pod after the verdict.
+func (d campaignDrain) claimedTooMuch() bool {
+	return (d.pod.reason == "routed-away" || d.pod.reason == "lb-marked-down") && d.pod.late > 0
+}
+
+// auditedRe reads the audit's count from a drain's detail.
+var auditedRe = regexp.MustCompile(`(\d+) new connections arrived up to`)
+
+// runCampaign runs rollouts until n drains are done, each with its own
+// seed drawn from the campaign's.
+func (r *runner) runCampaign(ctx context.Context, n int, seed uint64) ([]campaignDrain, error) {
+	master := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var out []campaignDrain
+	s := hapsuperS()
+	bound := (r.opts.grace - 2*time.Second) * 2 / 3
+	for i := 0; len(out) < n; i++ {
+		rs := master.Uint64()
+		if r.opts.campaignSeed != 0 {
+			rs = r.opts.campaignSeed
+		}
+		rng := rand.New(rand.NewPCG(rs, rs^0x9e3779b97f4a7c15))
+		pat := r.opts.patterns[rng.IntN(len(r.opts.patterns))]
+		faults := drawFaults(rng, len(r.env.H.Nodes()), bound)
+		c := cell{strat: s, pat: pat, faults: faults}
+		r.printf("campaign rollout %d (seed %d): %s; faults: %s\n", i+1, rs, pat, faultList(faults))
+		began := time.Now()
+		res, err := r.runCell(ctx, c, s)
+		if err != nil {
+			return out, fmt.Errorf("campaign rollout %d (seed %d): %w", i+1, rs, err)
+		}
+		r.progress(res, time.Since(began))
+		for _, p := range res.pods {
+			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed()}
+			if m := auditedRe.FindStringSubmatch(p.detail); m != nil {
+				d.audited, _ = strconv.Atoi(m[1])
+			}
+			out = append(out, d)
+		}
+		if r.opts.campaignSeed != 0 {
+			break // one rollout replayed
+		}
+	}
+	return out, nil
+}
+
+func faultList(fs []fault) string {
+	if len(fs) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, f := range fs {
+		s = append(s, f.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+// campaignReport renders CAMPAIGN.md.
+func campaignReport(ds []campaignDrain, seed uint64, flags string, total time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Fault campaign\n\nGenerated by `cd bench && go run ./rollout %s` (campaign seed %d) in %v. "+
+		"The rollout benchmark's setup (two nodes, kube-proxy in the mode the flags name, a ClusterIP Service over two pods of HAProxy 2.6 under hapsuper, routing kube-proxy, clients in both node namespaces); "+
+		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete to the bound, lasting 0.5–5 s. "+
+		"Late = requests on fresh connections sent after hapsuper's `routing state=withdrawn` and answered by the stopping pod; audited = the late arrivals hapsuper's own audit counted.\n\n",
+		flags, seed, total.Round(time.Second), joinKinds())
+	rollouts, failed, late, audited, claimed := 0, 0, 0, 0, 0
+	seen := map[int]bool{}
+	reasons := map[string]int{}
+	for _, d := range ds {
+		if !seen[d.rollout] {
+			seen[d.rollout] = true
+			rollouts++
+			failed += d.failed
+		}
+		if d.pod.late > 0 {
+			late += d.pod.late
+		}
+		audited += d.audited
+		if d.claimedTooMuch() {
+			claimed++
+		}
+		reasons[d.pod.reason]++
+	}
+	b.WriteString("| drains | rollouts | failed requests | late requests on fresh connections | drains routed-away with late requests | late arrivals the audit counted | verdicts |\n|--:|--:|--:|--:|--:|--:|---|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %s |\n", len(ds), rollouts, failed, late, claimed, audited, counts(reasons))
+
+	b.WriteString("\n## Verdicts per fault\n\nA drain counts under every fault of its rollout (\"none\": a rollout without faults).\n\n| fault | drains | verdicts | failed requests (of their rollouts) | late requests |\n|---|--:|---|--:|--:|\n")
+	for _, k := range append([]faultKind{"none"}, faultKinds...) {
+		n, f, l := 0, 0, 0
+		rs := map[string]int{}
+		counted := map[int]bool{} // a rollout's failed requests count once
+		for _, d := range ds {
+			has := slices.ContainsFunc(d.faults, func(x fault) bool { return x.kind == k }) || (k == "none" && len(d.faults) == 0)
+			if !has {
+				continue
+			}
+			n++
+			rs[d.pod.reason]++
+			if !counted[d.rollout] {
+				counted[d.rollout] = true
+				f += d.failed
+			}
+			l += max(d.pod.late, 0)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d |\n", k, n, counts(rs), f, l)
+	}
+	b.WriteString("\n## Drains that failed a request or claimed too much\n\n")
+	any := false
+	for _, d := range ds {
+		if d.failed == 0 && !d.claimedTooMuch() {
+			continue
+		}
+		any = true
+		fmt.Fprintf(&b, "- rollout %d, seed %d (`-campaign 1 -campaign-seed %d`), %s, %s: %s; %d failed requests in the rollout, %d late, audit %d; faults: %s\n",
+			d.rollout, d.seed, d.seed, d.pat, d.pod.name, d.pod.reason, d.failed, d.pod.late, d.audited, faultList(d.faults))
+	}
+	if !any {
+		b.WriteString("none.\n")
+	}
+	return b.String()
+}
+
+func joinKinds() string {
+	var s []string
+	for _, k := range faultKinds {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,197 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/runtimeapi"
+)
+
+// The health check of load balancers that target the pod itself (IP
+// targets, hostNetwork, hostPort): --lb-check-bind. The override file adds a
+// frontend on that address answering 200 while its backend's one server is
+// usable, 503 once it is not, with a stick table counting each source
+// address's requests (conf.LBCheck). From the stop on, the poller puts that
+// server in maintenance on every worker (`set server … state maint`, on new
+// workers too), so every check fails, and reads the tables each poll. The
+// load balancer has marked the pod down once every address that was
+// checking (a request in the two minutes before the stop, or any since) has
+// had its unhealthy threshold of failed checks since; until then the
+// routing condition is pending.
+
+// lbChecker is the master CLI as the health check uses it.
+type lbChecker interface {
+	SetServerState(ctx context.Context, pid int, server, state string) error
+	ShowTable(ctx context.Context, pid int, name string) ([]runtimeapi.TableEntry, error)
+}
+
+// lbCheckIO is the poller's part: it fails the check on every worker once
+// the loop asked (failing), and reads every worker's table.
+type lbCheckIO struct {
+	cli     lbChecker
+	failing atomic.Bool  // set by the loop at the stop request
+	failed  map[int]bool // workers whose check fails; the poller's goroutine only
+}
+
+// lbTables is one poll's reading of the tables: per worker, or the error
+// that stopped it.
+type lbTables struct {
+	byWorker map[int][]runtimeapi.TableEntry
+	err      error
+}
+
+// poll fails the check on the workers not failed yet and reads every
+// worker's table; it does nothing before the stop.
+func (c *lbCheckIO) poll(ctx context.Context, s runtimeapi.Sample) *lbTables {
+	if c == nil || !c.failing.Load() {
+		return nil
+	}
+	if c.failed == nil {
+		c.failed = map[int]bool{}
+	}
+	t := &lbTables{byWorker: map[int][]runtimeapi.TableEntry{}}
+	for _, w := range s.Workers {
+		pid := w.Process.PID
+		if !c.failed[pid] {
+			if err := c.cli.SetServerState(ctx, pid, conf.LBCheckServer, "maint"); err != nil {
+				t.err = fmt.Errorf("fail the load balancer's check on worker %d: %w", pid, err)
+				return t
+			}
+			c.failed[pid] = true
+		}
+		entries, err := c.cli.ShowTable(ctx, pid, conf.LBCheck)
+		if err != nil {
+			t.err = err
+			return t
+		}
+		t.byWorker[pid] = entries
+	}
+	return t
+}
+
+// lbCheck follows the failed checks from the stop on. Pure: fed the
+// poller's readings by the loop.
+type lbCheck struct {
+	bind      string
+	threshold int
+	base      map[int]map[string]uint64 // per worker: each address's requests at the first reading after its check failed
+	last      map[int]map[string]uint64 // per worker: at the latest reading (kept when the worker is gone)
+	active    map[string]bool           // the addresses that are checking
+	err       string                    // the last reading's error
+}
+
+// observe applies one reading.
+func (c *lbCheck) observe(t *lbTables) {
+	if t == nil {
+		return
+	}
+	if t.err != nil {
+		c.err = t.err.Error()
+	} else {
+		c.err = ""
+	}
+	if c.base == nil {
+		c.base, c.last, c.active = map[int]map[string]uint64{}, map[int]map[string]uint64{}, map[string]bool{}
+	}
+	for pid, entries := range t.byWorker {
+		now := map[string]uint64{}
+		for _, e := range entries {
+			now[e.Key] = e.Requests
+		}
+		if _, seen := c.base[pid]; !seen {
+			c.base[pid] = now
+			for _, e := range entries {
+				if e.Rate > 0 {
+					c.active[e.Key] = true // checked in the two minutes before
+				}
+			}
+		} else {
+			for k := range now {
+				if _, had := c.base[pid][k]; !had {
+					c.base[pid][k] = 0 // began checking since: every request failed
+					c.active[k] = true
+				}
+			}
+		}
+		c.last[pid] = now
+	}
+}
+
+// failedChecks is, per checking address, the checks answered 503 since.
+func (c *lbCheck) failedChecks() map[string]uint64 {
+	out := map[string]uint64{}
+	for k := range c.active {
+		out[k] = 0
+	}
+	for pid, now := range c.last {
+		for k, n := range now {
+			if b := c.base[pid][k]; n > b && c.active[k] {
+				out[k] += n - b
+			}
+		}
+	}
+	return out
+}
+
+// verdict says whether every checking address has had its threshold of
+// failed checks, and what the check stands at.
+func (c *lbCheck) verdict() (bool, string) {
+	where := "load balancers checking the pod at " + c.bind
+	if c.base == nil {
+		return false, where + ": the check not failed yet"
+	}
+	failed := c.failedChecks()
+	if len(failed) == 0 {
+		d := where + ": no address checked it in the two minutes before the stop, nor since (is the balancer's health check on " + c.bind + "?)"
+		if c.err != "" {
+			d += "; " + c.err
+		}
+		return false, d
+	}
+	done := true
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(failed)) {
+		n := failed[k]
+		done = done && n >= uint64(c.threshold)
+		parts = append(parts, fmt.Sprintf("%s %d", addrOf(k), n))
+	}
+	d := fmt.Sprintf("%s: failed checks since the stop, per address (threshold %d): %s", where, c.threshold, strings.Join(parts, ", "))
+	if c.err != "" {
+		d += "; " + c.err
+	}
+	return done, d
+}
+
+// addrOf writes an IPv4-mapped key as IPv4.
+func addrOf(key string) string {
+	if a, err := netip.ParseAddr(key); err == nil {
+		return a.Unmap().String()
+	}
+	return key
+}
+
+// gate holds a routing verdict that would let the drain end until the
+// balancers checking the pod have marked it down; then a withdrawn verdict
+// says Balancer.
+func (c *lbCheck) gate(r drain.Routing) drain.Routing {
+	done, d := c.verdict()
+	if !done {
+		if r.State == drain.RoutingPending {
+			r.Detail += "; " + d
+			return r
+		}
+		return drain.Routing{State: drain.RoutingPending, PendingNodes: r.PendingNodes, Detail: r.Detail + "; " + d}
+	}
+	r.Detail += "; marked down: " + d
+	if r.State == drain.RoutingWithdrawn {
+		r.Balancer = true
+	}
+	return r
+}

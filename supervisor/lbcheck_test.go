@@ -1,0 +1,122 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/runtimeapi"
+)
+
+// te is a table entry: address, requests, rate.
+func te(key string, n, rate uint64) runtimeapi.TableEntry {
+	return runtimeapi.TableEntry{Key: key, Requests: n, Rate: rate}
+}
+
+func tables(byWorker map[int][]runtimeapi.TableEntry) *lbTables { return &lbTables{byWorker: byWorker} }
+
+// Every address checking at the stop must get its threshold of failed
+// checks, counted from the first reading after the check failed, over
+// every worker; an address that stopped checking before (no rate) is no
+// checker; one that starts later is.
+func TestLBCheckVerdict(t *testing.T) {
+	c := &lbCheck{bind: ":8404", threshold: 2}
+	if done, d := c.verdict(); done || !strings.Contains(d, "not failed yet") {
+		t.Fatalf("before any reading: %v %q", done, d)
+	}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 40, 6), te("::ffff:10.0.0.6", 38, 6), te("::ffff:10.9.9.9", 3, 0)}}))
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6), te("::ffff:10.0.0.6", 39, 6), te("::ffff:10.9.9.9", 3, 0)}}))
+	done, d := c.verdict()
+	if done || !strings.Contains(d, "10.0.0.5 2, 10.0.0.6 1") || strings.Contains(d, "10.9.9.9") {
+		t.Fatalf("one address short: %v %q", done, d)
+	}
+	// A reload's new worker: its checks count too, from its first reading.
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6), te("::ffff:10.0.0.6", 39, 6)}, 200: {te("::ffff:10.0.0.6", 0, 0)}}))
+	c.observe(tables(map[int][]runtimeapi.TableEntry{200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 1, 1)}}))
+	done, d = c.verdict()
+	if done || !strings.Contains(d, "10.0.0.6 2") || !strings.Contains(d, "10.0.0.7 1") {
+		t.Fatalf("an address that began checking since must reach the threshold too: %v %q", done, d)
+	}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 2, 2)}}))
+	if done, d = c.verdict(); !done || !strings.Contains(d, "threshold 2") {
+		t.Fatalf("every address at its threshold: %v %q", done, d)
+	}
+}
+
+// No address checked the pod: pending, asking whether the balancer's check
+// is on the bind; a failed reading is named.
+func TestLBCheckNoChecker(t *testing.T) {
+	c := &lbCheck{bind: ":8404", threshold: 2}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.9.9.9", 3, 0)}}))
+	c.observe(&lbTables{err: errors.New("show table on worker 100: no such table")})
+	done, d := c.verdict()
+	if done || !strings.Contains(d, "is the balancer's health check on :8404?") || !strings.Contains(d, "no such table") {
+		t.Fatalf("%v %q", done, d)
+	}
+}
+
+// The gate holds any verdict until the balancers marked the pod down; then
+// a withdrawn one says Balancer, and others keep their state.
+func TestLBCheckGate(t *testing.T) {
+	c := &lbCheck{bind: ":8404", threshold: 1}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 5, 1)}}))
+	for _, st := range []drain.RoutingState{drain.RoutingWithdrawn, drain.RoutingOff, drain.RoutingUnverified, drain.RoutingPending} {
+		if got := c.gate(drain.Routing{State: st, Detail: "d"}); got.State != drain.RoutingPending || !strings.Contains(got.Detail, "d; load balancers checking the pod at :8404") {
+			t.Errorf("%s while checks still pass: %+v, want pending", st, got)
+		}
+	}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 6, 1)}}))
+	if got := c.gate(drain.Routing{State: drain.RoutingWithdrawn, Detail: "confirmed"}); got.State != drain.RoutingWithdrawn || !got.Balancer ||
+		!strings.Contains(got.Detail, "confirmed; marked down: load balancers checking the pod at :8404: failed checks since the stop, per address (threshold 1): 10.0.0.5 1") {
+		t.Errorf("withdrawn once marked down: %+v", got)
+	}
+	if got := c.gate(drain.Routing{State: drain.RoutingOff, Detail: "off"}); got.State != drain.RoutingOff || got.Balancer {
+		t.Errorf("off once marked down: %+v, want off", got)
+	}
+}
+
+// The poller fails the check once per worker, from the stop on, and reads
+// every worker's table.
+func TestLBCheckIO(t *testing.T) {
+	cli := &fakeLBCLI{tables: map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 1, 1)}, 101: nil}}
+	io := &lbCheckIO{cli: cli}
+	s := runtimeapi.Sample{Workers: []runtimeapi.WorkerSample{{Process: runtimeapi.Process{PID: 100}}, {Process: runtimeapi.Process{PID: 101}}}}
+	if got := io.poll(t.Context(), s); got != nil || len(cli.failed) != 0 {
+		t.Fatalf("before the stop: %+v, failed %v", got, cli.failed)
+	}
+	io.failing.Store(true)
+	io.poll(t.Context(), s)
+	got := io.poll(t.Context(), s)
+	if got.err != nil || len(got.byWorker) != 2 || len(got.byWorker[100]) != 1 {
+		t.Fatalf("tables %+v", got)
+	}
+	if len(cli.failed) != 2 || cli.failed[0] != "100 hapsuper-lb-serving/serving maint" {
+		t.Fatalf("set server calls %v: want one per worker", cli.failed)
+	}
+	cli.err = errors.New("No such server.")
+	io.failed = nil
+	if got := io.poll(t.Context(), s); got.err == nil || !strings.Contains(got.err.Error(), "fail the load balancer's check on worker 100") {
+		t.Fatalf("error %v", got.err)
+	}
+}
+
+type fakeLBCLI struct {
+	tables map[int][]runtimeapi.TableEntry
+	failed []string
+	err    error
+}
+
+func (f *fakeLBCLI) SetServerState(_ context.Context, pid int, server, state string) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.failed = append(f.failed, fmt.Sprintf("%d %s %s", pid, server, state))
+	return nil
+}
+
+func (f *fakeLBCLI) ShowTable(_ context.Context, pid int, name string) ([]runtimeapi.TableEntry, error) {
+	return f.tables[pid], nil
+}
