@@ -87,8 +87,12 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if sigs == nil {
 		sigs = make(chan os.Signal, 32)
 	}
+	// Never stopped: a stop or reload signal that comes after the loop
+	// ended, while the process exits, must not take the default action (a
+	// SIGHUP of a reload storm killed hapsuper there with code 129 instead
+	// of HAProxy's 0). Such signals fill the buffered channel and are
+	// dropped.
 	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
-	defer signal.Stop(sigs)
 	path, err := resolve(s.HAProxy[0])
 	if err != nil {
 		return exitCodeOf(err), err

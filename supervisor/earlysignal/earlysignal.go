@@ -36,8 +36,9 @@ func init() {
 }
 
 // Caught returns the channel that has received Signals since the process
-// started. The supervisor reads it, adds its other stop signals to it with
-// signal.Notify, and stops it with signal.Stop when it is done.
+// started. The supervisor reads it and adds its other stop signals to it
+// with signal.Notify; it never stops it, so that a signal during the exit
+// takes no default action.
 func Caught() chan os.Signal {
 	return caught
 }
