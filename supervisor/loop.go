@@ -228,7 +228,7 @@ func (l *loop) step() {
 			level = slog.LevelWarn
 		}
 		l.log.Log(context.Background(), level, "drain ended", "reason", string(st.Reason), "detail", st.Detail,
-			"duration_s", st.SoftStopAt.Sub(st.StopAt).Seconds())
+			"duration_s", st.SoftStopAt.Sub(st.StopAt).Round(time.Millisecond).Seconds())
 		if l.routing != nil {
 			l.routing.DrainEnded(st)
 		}
