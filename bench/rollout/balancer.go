@@ -64,28 +64,12 @@ func (r *runner) runBalancer(ctx context.Context) (*lbPart, error) {
 	lb := kube.StartBalancer(r.t, r.env.PodDir(r.t, "balancer"), r.env.H.Nodes(), svc, lbInter, lbFall)
 	part := &lbPart{}
 	run := func(s strategy, failFast bool) (searchResult, error) {
-		sr := searchResult{sleep: s.sleep}
+		var cells []cell
 		for _, pat := range r.opts.patterns {
-			c := cell{strat: s, pat: pat, lb: true}
-			began := time.Now()
-			res, err := r.runLBCell(ctx, lb, c)
-			if err != nil {
-				return sr, fmt.Errorf("rollout %v: %w", c, err)
-			}
-			part.cells = append(part.cells, res)
-			r.progress(res, time.Since(began))
-			sr.cells++
-			if f := res.failed(); f > 0 {
-				sr.failures += f
-				if sr.first == "" {
-					sr.first = c.String()
-				}
-				if failFast {
-					return sr, nil
-				}
-			}
+			cells = append(cells, cell{strat: s, pat: pat, lb: true})
 		}
-		return sr, nil
+		return r.runCells(cells, failFast, func(_ int, c cell) (cellResult, error) { return r.runLBCell(ctx, lb, c) },
+			func(res cellResult) { part.cells = append(part.cells, res) })
 	}
 	for _, d := range r.opts.lbCandidates {
 		if part.sleepN != 0 {
@@ -167,19 +151,7 @@ func (r *runner) runLBCell(ctx context.Context, lb *kube.Balancer, c cell) (cell
 		}
 		next = append(next, repl)
 	}
-	time.Sleep(tailTime)
-	tr.Stop()
-	res.end = time.Now()
-	res.outcomes = tr.Outcomes()
-	for _, old := range r.cur {
-		rec := old.podResult
-		rec.withdrawn = rec.hapsuperW
-		if rec.strat.kind != stratHapsuper {
-			rec.withdrawn = lastOf(rec.nodeRules)
-		}
-		rec.late = lateHits(res.outcomes, c.pat, rec.name, rec.withdrawn)
-		res.pods = append(res.pods, rec)
-	}
+	r.endCell(&res, tr)
 	r.cur = next
 	if r.opts.verbose {
 		bad := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK })

@@ -64,28 +64,13 @@ func (r *runner) runMatrix(ctx context.Context) (*matrix, error) {
 		return s
 	}
 	run := func(s strategy, failFast bool) (searchResult, error) {
-		sr := searchResult{sleep: s.sleep}
+		cells := make([]cell, len(cfgs))
 		for i, cf := range cfgs {
-			c := cell{strat: s, pat: cf.pat, frozen: cf.frozen}
-			began := time.Now()
-			res, err := r.runCell(ctx, c, nextAfter(i, cfgs, s))
-			if err != nil {
-				return sr, fmt.Errorf("rollout %v: %w", c, err)
-			}
-			m.cells = append(m.cells, res)
-			r.progress(res, time.Since(began))
-			sr.cells++
-			if f := res.failed(); f > 0 {
-				sr.failures += f
-				if sr.first == "" {
-					sr.first = c.String()
-				}
-				if failFast {
-					return sr, nil
-				}
-			}
+			cells[i] = cell{strat: s, pat: cf.pat, frozen: cf.frozen}
 		}
-		return sr, nil
+		return r.runCells(cells, failFast, func(i int, c cell) (cellResult, error) {
+			return r.runCell(ctx, c, nextAfter(i, cfgs, s))
+		}, func(res cellResult) { m.cells = append(m.cells, res) })
 	}
 
 	var below, above []time.Duration
@@ -147,4 +132,34 @@ func (r *runner) progress(res cellResult, took time.Duration) {
 			r.printf("    %v\n", p)
 		}
 	}
+}
+
+// runCells runs cells, all of one strategy, in order with run, hands each
+// result to keep and prints it, and counts the failures; failFast stops at
+// the first cell with one (a sleep-N candidate that failed is done).
+func (r *runner) runCells(cells []cell, failFast bool, run func(int, cell) (cellResult, error), keep func(cellResult)) (searchResult, error) {
+	var sr searchResult
+	if len(cells) > 0 {
+		sr.sleep = cells[0].strat.sleep
+	}
+	for i, c := range cells {
+		began := time.Now()
+		res, err := run(i, c)
+		if err != nil {
+			return sr, fmt.Errorf("rollout %v: %w", c, err)
+		}
+		keep(res)
+		r.progress(res, time.Since(began))
+		sr.cells++
+		if f := res.failed(); f > 0 {
+			sr.failures += f
+			if sr.first == "" {
+				sr.first = c.String()
+			}
+			if failFast {
+				return sr, nil
+			}
+		}
+	}
+	return sr, nil
 }

@@ -203,6 +203,21 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 	if err := faults.wait(); err != nil {
 		errs = append(errs, err)
 	}
+	r.endCell(&res, tr)
+	r.cur = next2
+	// The rollout was measured: what failed around it (removing a Pod
+	// object, thawing a kube-proxy) is reported and the run goes on.
+	if err := errors.Join(errs...); err != nil {
+		r.printf("  warning: %v: %v\n", c, err)
+	}
+	return res, nil
+}
+
+// endCell lets the clients run tailTime more, stops them, and records what
+// the cell's old pods (r.cur) did: when each was withdrawn (hapsuper's
+// verdict, else when the last node's rules, or the balancer, dropped it)
+// and the new connections that reached it after.
+func (r *runner) endCell(res *cellResult, tr *traffic) {
 	time.Sleep(tailTime)
 	tr.Stop()
 	res.end = time.Now()
@@ -213,16 +228,9 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		if rec.strat.kind != stratHapsuper {
 			rec.withdrawn = lastOf(rec.nodeRules)
 		}
-		rec.late = lateHits(res.outcomes, c.pat, rec.name, rec.withdrawn)
+		rec.late = lateHits(res.outcomes, res.pat, rec.name, rec.withdrawn)
 		res.pods = append(res.pods, rec)
 	}
-	r.cur = next2
-	// The rollout was measured: what failed around it (removing a Pod
-	// object, thawing a kube-proxy) is reported and the run goes on.
-	if err := errors.Join(errs...); err != nil {
-		r.printf("  warning: %v: %v\n", c, err)
-	}
-	return res, nil
 }
 
 // lateHits counts the requests sent after withdrawn that pod answered, for
