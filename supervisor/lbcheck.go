@@ -105,6 +105,14 @@ func (c *lbCheck) observe(t *lbTables) {
 		for _, e := range entries {
 			now[e.Key] = e.Requests
 		}
+		if _, seen := c.base[pid]; !seen && len(c.base) > 0 {
+			// A reload's new worker answered 200 until this poll failed
+			// its check: a balancer counting consecutive failures may
+			// have started again, so every address counts afresh.
+			for p, last := range c.last {
+				c.base[p] = maps.Clone(last)
+			}
+		}
 		if _, seen := c.base[pid]; !seen {
 			c.base[pid] = now
 			for _, e := range entries {

@@ -33,11 +33,16 @@ func TestLBCheckVerdict(t *testing.T) {
 	if done || !strings.Contains(d, "10.0.0.5 2, 10.0.0.6 1") || strings.Contains(d, "10.9.9.9") {
 		t.Fatalf("one address short: %v %q", done, d)
 	}
-	// A reload's new worker: its checks count too, from its first reading.
+	// A reload's new worker answered 200 until its check was failed: a
+	// balancer may have started counting again, so every address does.
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6), te("::ffff:10.0.0.6", 39, 6)}, 200: {te("::ffff:10.0.0.6", 0, 0)}}))
-	c.observe(tables(map[int][]runtimeapi.TableEntry{200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 1, 1)}}))
+	if done, d = c.verdict(); done || !strings.Contains(d, "10.0.0.5 0, 10.0.0.6 0") {
+		t.Fatalf("after a new worker every address counts afresh: %v %q", done, d)
+	}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 44, 6), te("::ffff:10.0.0.6", 40, 6)},
+		200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 1, 1)}}))
 	done, d = c.verdict()
-	if done || !strings.Contains(d, "10.0.0.6 2") || !strings.Contains(d, "10.0.0.7 1") {
+	if done || !strings.Contains(d, "10.0.0.5 2, 10.0.0.6 2, 10.0.0.7 1") {
 		t.Fatalf("an address that began checking since must reach the threshold too: %v %q", done, d)
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 2, 2)}}))
