@@ -245,6 +245,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		o.picture = filepath.Join(pictureDir, "rollout-timeline.svg")
 	}
 	r := &runner{t: t, opts: o, out: out}
+	r.rules.mode = o.proxyMode
 	r.printf("building hapsuper\n")
 	bin, err := harness.Binary()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // lists the service chain (service-<hash>-default/web/tcp/http), which
 // names each endpoint's address and port.
 type rules struct {
+	mode   string // kube-proxy's: nftables (default) or iptables
 	mu     sync.Mutex
 	chains map[string]string // node netns → service chain name
 }
@@ -30,6 +31,9 @@ var (
 
 // endpoints returns the pod IPs node's rules balance the Service over.
 func (r *rules) endpoints(ctx context.Context, n *k8stest.Node) (map[string]bool, error) {
+	if r.mode == "iptables" {
+		return iptablesEndpoints(ctx, n)
+	}
 	r.mu.Lock()
 	chain := r.chains[n.NetNS]
 	r.mu.Unlock()
@@ -116,4 +120,24 @@ func (r *rules) withdrawalWatch(ctx context.Context, n *k8stest.Node, ip string)
 		case <-tick.C:
 		}
 	}
+}
+
+// svcJump is an iptables kube-proxy's jump from the Service chain to an
+// endpoint's: -A KUBE-SVC-… -m comment --comment "default/web:http -> 10.251.16.2:8080" -j KUBE-SEP-….
+var svcJump = regexp.MustCompile(`(?m)^-A KUBE-SVC-\S+ .*"default/` + serviceName + `:http -> ([0-9.]+):8080" .*-j KUBE-SEP-`)
+
+// iptablesEndpoints reads the endpoints from node's nat table, as an
+// iptables kube-proxy programs it.
+func iptablesEndpoints(ctx context.Context, n *k8stest.Node) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.NetNS, "iptables-save", "-t", "nat").Output()
+	if err != nil {
+		return nil, fmt.Errorf("iptables-save on %s: %w", n.Name, err)
+	}
+	ips := map[string]bool{}
+	for _, m := range svcJump.FindAllSubmatch(out, -1) {
+		ips[string(m[1])] = true
+	}
+	return ips, nil
 }
