@@ -100,7 +100,10 @@ func TestAuditNewWorkerAndFailedPoll(t *testing.T) {
 	r.stop(0)
 	r.route(sec(0.5), RoutingWithdrawn, "confirmed")
 	r.want(sec(1), r.fail(sec(1)), None)
-	r.want(sec(1.5), r.poll(sec(1.5), nc(100, 10), nc(200, 2)), None)
+	if late := r.d.Observe(Observation{At: at(sec(1.5)), Workers: []Worker{nc(100, 10), nc(200, 2)}}); late != 2 {
+		t.Fatalf("Observe returned %d late arrivals, want 2 (the new worker's)", late)
+	}
+	r.want(sec(1.5), r.d.Tick(at(sec(1.5))), None)
 	if st := r.d.Status(at(sec(1.5))); st.LateConnections != 2 {
 		t.Fatalf("LateConnections %d, want 2 (the new worker's)", st.LateConnections)
 	}

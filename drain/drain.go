@@ -174,9 +174,10 @@ func (d *Drain) schedule() {
 }
 
 // Observe feeds one poll of HAProxy's counters, in any phase.
-func (d *Drain) Observe(o Observation) {
+// It returns how many late arrivals (audit.go) the poll showed.
+func (d *Drain) Observe(o Observation) int {
 	d.q.observe(o)
-	d.a.observe(o, d.phase == Draining)
+	return d.a.observe(o, d.phase == Draining)
 }
 
 // SetRouting feeds the routing condition; the latest one counts.

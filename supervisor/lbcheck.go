@@ -187,19 +187,17 @@ func addrOf(key string) string {
 
 // gate holds a routing verdict that would let the drain end until the
 // balancers checking the pod have marked it down; then a withdrawn verdict
-// says Balancer.
-func (c *lbCheck) gate(r drain.Routing) drain.Routing {
+// says Balancer. It also returns the check's verdict.
+func (c *lbCheck) gate(r drain.Routing) (drain.Routing, bool, string) {
 	done, d := c.verdict()
-	if !done {
-		if r.State == drain.RoutingPending {
-			r.Detail += "; " + d
-			return r
-		}
-		return drain.Routing{State: drain.RoutingPending, PendingNodes: r.PendingNodes, Detail: r.Detail + "; " + d}
+	switch {
+	case !done && r.State == drain.RoutingPending:
+		r.Detail += "; " + d
+	case !done:
+		r = drain.Routing{State: drain.RoutingPending, PendingNodes: r.PendingNodes, Detail: r.Detail + "; " + d}
+	default:
+		r.Detail += "; marked down: " + d
+		r.Balancer = r.State == drain.RoutingWithdrawn
 	}
-	r.Detail += "; marked down: " + d
-	if r.State == drain.RoutingWithdrawn {
-		r.Balancer = true
-	}
-	return r
+	return r, done, d
 }

@@ -69,16 +69,16 @@ func TestLBCheckGate(t *testing.T) {
 	c := &lbCheck{bind: ":8404", threshold: 1}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 5, 1)}}))
 	for _, st := range []drain.RoutingState{drain.RoutingWithdrawn, drain.RoutingOff, drain.RoutingUnverified, drain.RoutingPending} {
-		if got := c.gate(drain.Routing{State: st, Detail: "d"}); got.State != drain.RoutingPending || !strings.Contains(got.Detail, "d; load balancers checking the pod at :8404") {
+		if got, done, _ := c.gate(drain.Routing{State: st, Detail: "d"}); done || got.State != drain.RoutingPending || !strings.Contains(got.Detail, "d; load balancers checking the pod at :8404") {
 			t.Errorf("%s while checks still pass: %+v, want pending", st, got)
 		}
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 6, 1)}}))
-	if got := c.gate(drain.Routing{State: drain.RoutingWithdrawn, Detail: "confirmed"}); got.State != drain.RoutingWithdrawn || !got.Balancer ||
+	if got, done, _ := c.gate(drain.Routing{State: drain.RoutingWithdrawn, Detail: "confirmed"}); !done || got.State != drain.RoutingWithdrawn || !got.Balancer ||
 		!strings.Contains(got.Detail, "confirmed; marked down: load balancers checking the pod at :8404: failed checks since the stop, per address (threshold 1): 10.0.0.5 1") {
 		t.Errorf("withdrawn once marked down: %+v", got)
 	}
-	if got := c.gate(drain.Routing{State: drain.RoutingOff, Detail: "off"}); got.State != drain.RoutingOff || got.Balancer {
+	if got, _, _ := c.gate(drain.Routing{State: drain.RoutingOff, Detail: "off"}); got.State != drain.RoutingOff || got.Balancer {
 		t.Errorf("off once marked down: %+v, want off", got)
 	}
 }

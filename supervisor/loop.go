@@ -30,7 +30,7 @@ type loop struct {
 	pace     *pace   // the poller's rate; nil in tests that run no poller
 
 	lastRouting drain.Routing // for logging its changes
-	lateSeen    int           // late arrivals already logged
+	lateSeen    int           // late arrivals logged so far
 
 	// The load balancers' health check of the pod (--lb-check-bind); nil
 	// without one. lbIO is the poller's, told at the stop to fail it.
@@ -136,14 +136,13 @@ func (l *loop) onSignal(sig syscall.Signal) {
 
 func (l *loop) onObservation(o observation) {
 	l.lastObs = o
-	l.drain.Observe(o.obs)
+	if late := l.drain.Observe(o.obs); late > 0 {
+		l.lateSeen += late
+		l.log.Warn("new connections after routing was observed withdrawn",
+			"late", late, "total", l.lateSeen, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
+	}
 	if l.lbCheck != nil {
 		l.lbCheck.observe(o.lb)
-	}
-	if late := l.drain.Status(o.obs.At).LateConnections; late > l.lateSeen {
-		l.log.Warn("new connections after routing was observed withdrawn",
-			"late", late-l.lateSeen, "total", late, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
-		l.lateSeen = late
 	}
 	if o.obs.Err != nil {
 		l.lastBad = o.started
@@ -258,9 +257,11 @@ func (l *loop) feedRouting(now time.Time) {
 	if l.routing != nil {
 		r = l.routing.Routing(now)
 	}
-	if l.lbCheck != nil && !l.drain.Status(now).StopAt.IsZero() {
-		r = l.lbCheck.gate(r)
-		if done, d := l.lbCheck.verdict(); done && !l.lbMarked {
+	if l.lbCheck != nil && l.lbIO.failing.Load() { // set at the stop request
+		var done bool
+		var d string
+		r, done, d = l.lbCheck.gate(r)
+		if done && !l.lbMarked {
 			l.lbMarked = true
 			l.log.Info("load balancers checking the pod marked it down", "detail", d)
 		}

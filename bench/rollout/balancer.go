@@ -97,24 +97,12 @@ func (r *runner) runBalancer(ctx context.Context) (*lbPart, error) {
 
 // runLBCell runs one rollout of c behind lb, node after node.
 func (r *runner) runLBCell(ctx context.Context, lb *kube.Balancer, c cell) (cellResult, error) {
-	if err := r.ensurePods(ctx, c.strat); err != nil {
+	if err := r.readyPods(ctx, c.strat); err != nil {
 		return cellResult{}, err
 	}
-	nodes := r.env.H.Nodes()
-	var names, ips []string
-	for _, n := range nodes {
+	var names []string
+	for _, n := range r.env.H.Nodes() {
 		names = append(names, n.Name)
-	}
-	for _, p := range r.cur {
-		ips = append(ips, p.IP.String())
-	}
-	// Pods replaced by ensurePods (killed, not drained) must be out of
-	// every node's rules first, as in the matrix's cells.
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := r.rules.waitExactly(wctx, nodes, ips...)
-	cancel()
-	if err != nil {
-		return cellResult{}, err
 	}
 	if err := lb.WaitUp(15*time.Second, names...); err != nil {
 		return cellResult{}, err

@@ -117,20 +117,10 @@ func (r *runner) markReady(ctx context.Context, p *benchPod) error {
 // following cell's, so they need no replacing). It fails when it cannot
 // roll out; trouble after the pods were deleted is printed as a warning.
 func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult, error) {
-	if err := r.ensurePods(ctx, c.strat); err != nil {
+	if err := r.readyPods(ctx, c.strat); err != nil {
 		return cellResult{}, err
 	}
 	nodes := r.env.H.Nodes()
-	var ips []string
-	for _, p := range r.cur {
-		ips = append(ips, p.IP.String())
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := r.rules.waitExactly(wctx, nodes, ips...)
-	cancel()
-	if err != nil {
-		return cellResult{}, err
-	}
 
 	res := cellResult{cell: c, start: time.Now()}
 	tr := startTraffic(c.pat, nodes, r.env.clusterIP)
@@ -211,6 +201,22 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 		r.printf("  warning: %v: %v\n", c, err)
 	}
 	return res, nil
+}
+
+// readyPods makes the current replicas run s (ensurePods) and waits until
+// every node's rules send to them and to nothing else: pods that
+// ensurePods replaced were killed, not drained.
+func (r *runner) readyPods(ctx context.Context, s strategy) error {
+	if err := r.ensurePods(ctx, s); err != nil {
+		return err
+	}
+	var ips []string
+	for _, p := range r.cur {
+		ips = append(ips, p.IP.String())
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return r.rules.waitExactly(wctx, r.env.H.Nodes(), ips...)
 }
 
 // endCell lets the clients run tailTime more, stops them, and records what

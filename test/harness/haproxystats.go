@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -44,4 +45,68 @@ func ServerStates(statsSocket, backend string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// ServerWatch follows the servers of one backend of an HAProxy, from its
+// stats socket every 50 ms: when each was last marked down, and whether it
+// is up.
+type ServerWatch struct {
+	mu   sync.Mutex
+	down map[string]time.Time // server → when first seen DOWN since it was last UP
+	up   map[string]bool
+}
+
+// WatchServers starts a ServerWatch of backend on statsSocket; stop ends
+// it and returns once its goroutine has.
+func WatchServers(statsSocket, backend string) (w *ServerWatch, stop func()) {
+	w = &ServerWatch{down: map[string]time.Time{}, up: map[string]bool{}}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if states, err := ServerStates(statsSocket, backend); err == nil {
+				w.record(states, time.Now())
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w, func() { close(done); <-finished }
+}
+
+func (w *ServerWatch) record(states map[string]string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for srv, st := range states {
+		switch {
+		case strings.HasPrefix(st, "UP") && !strings.Contains(st, "going down"):
+			w.up[srv] = true
+			delete(w.down, srv)
+		case strings.HasPrefix(st, "DOWN"):
+			if _, seen := w.down[srv]; !seen {
+				w.down[srv] = now
+			}
+			w.up[srv] = false
+		}
+	}
+}
+
+// DownAt is when server was marked down, zero while it has not been since
+// it was last up.
+func (w *ServerWatch) DownAt(server string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.down[server]
+}
+
+// Up says whether server was up at the last reading.
+func (w *ServerWatch) Up(server string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.up[server]
 }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -49,7 +48,7 @@ func TestLBCheck_BalancerMarksThePodDown(t *testing.T) {
 		c.stop()
 		t.Log(c.rec.summary())
 
-		down := lb.downAt("pod")
+		down := lb.DownAt("pod")
 		if down.IsZero() {
 			t.Fatalf("the balancer never marked the pod down; drain ended %s: %s", ended.Str("reason"), ended.Str("detail"))
 		}
@@ -75,16 +74,14 @@ func TestLBCheck_BalancerMarksThePodDown(t *testing.T) {
 // checked, always up).
 type balancer struct {
 	*harness.Process
+	*harness.ServerWatch
 	addr, stats string
-
-	mu   sync.Mutex
-	down map[string]time.Time
 }
 
 func startBalancer(t *testing.T, h haproxyVersion, pod, check, other string) *balancer {
 	t.Helper()
 	dir := t.TempDir()
-	lb := &balancer{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), stats: filepath.Join(dir, "stats.sock"), down: map[string]time.Time{}}
+	lb := &balancer{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), stats: filepath.Join(dir, "stats.sock")}
 	_, checkPort, _ := strings.Cut(check, ":")
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
@@ -112,37 +109,17 @@ backend pods
 	if lb.Process, err = harness.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	if err := harness.WaitListening(nil, lb.addr, 5*time.Second); err != nil {
+		lb.Kill()
+		t.Fatalf("balancer: %v\n%s", err, lb.Tail(20))
+	}
+	var stop func()
+	lb.ServerWatch, stop = harness.WatchServers(lb.stats, "pods")
 	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
+		stop()
 		lb.Kill()
 		if t.Failed() {
 			t.Logf("balancer log:\n%s", lb.Tail(30))
-		}
-	})
-	if err := harness.WaitListening(nil, lb.addr, 5*time.Second); err != nil {
-		t.Fatalf("balancer: %v\n%s", err, lb.Tail(20))
-	}
-	wg.Go(func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if st, err := harness.ServerStates(lb.stats, "pods"); err == nil {
-				lb.mu.Lock()
-				for srv, state := range st {
-					if _, seen := lb.down[srv]; !seen && strings.HasPrefix(state, "DOWN") {
-						lb.down[srv] = time.Now()
-					}
-				}
-				lb.mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
 		}
 	})
 	// Up before the test goes on: the pod's check passed.
@@ -156,11 +133,4 @@ backend pods
 		}
 	}
 	return lb
-}
-
-// downAt is when the balancer first marked server down; zero if never.
-func (lb *balancer) downAt(server string) time.Time {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	return lb.down[server]
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,10 +52,7 @@ type Balancer struct {
 	*harness.Process
 	addrs []string // per Service port, where clients connect
 	stats string   // its stats socket
-
-	mu   sync.Mutex
-	down map[string]time.Time // node → when first seen DOWN since last UP
-	up   map[string]bool
+	watch *harness.ServerWatch
 }
 
 // StartBalancer starts the balancer in front of nodes for svc (from
@@ -65,7 +61,7 @@ type Balancer struct {
 // failures. It runs until t's cleanup.
 func StartBalancer(t harness.TB, dir string, nodes []*k8stest.Node, svc *corev1.Service, inter time.Duration, fall int) *Balancer {
 	t.Helper()
-	lb := &Balancer{stats: filepath.Join(dir, "stats.sock"), down: map[string]time.Time{}, up: map[string]bool{}}
+	lb := &Balancer{stats: filepath.Join(dir, "stats.sock")}
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
     stats socket %s mode 600 level admin
@@ -99,58 +95,26 @@ defaults
 	if lb.Process, err = harness.Start(exec.Command("/usr/sbin/haproxy", "-db", "-f", path)); err != nil {
 		t.Fatalf("start the balancer: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var polling sync.WaitGroup
+	for _, addr := range lb.addrs {
+		if err := harness.WaitListening(nil, addr, 5*time.Second); err != nil {
+			lb.Kill()
+			t.Fatalf("balancer: %v; log:\n%s", err, lb.Tail(20))
+		}
+	}
+	watch, stop := harness.WatchServers(lb.stats, "nodes0") // every backend checks the same port
+	lb.watch = watch
 	t.Cleanup(func() {
-		cancel()
-		polling.Wait()
+		stop()
 		lb.Kill()
 		if t.Failed() {
 			t.Logf("balancer log:\n%s", lb.Tail(40))
 		}
 	})
-	for _, addr := range lb.addrs {
-		if err := harness.WaitListening(nil, addr, 5*time.Second); err != nil {
-			t.Fatalf("balancer: %v; log:\n%s", err, lb.Tail(20))
-		}
-	}
-	polling.Go(func() { lb.poll(ctx) })
 	return lb
 }
 
 // URL is where clients reach the Service's i-th port through the balancer.
 func (lb *Balancer) URL(i int) string { return "http://" + lb.addrs[i] + "/" }
-
-// poll reads the balancer's server states every 50 ms until ctx ends.
-func (lb *Balancer) poll(ctx context.Context) {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		states, err := lb.States()
-		now := time.Now()
-		if err == nil {
-			lb.mu.Lock()
-			for node, st := range states {
-				switch {
-				case strings.HasPrefix(st, "UP") && !strings.Contains(st, "going down"):
-					lb.up[node] = true
-					delete(lb.down, node)
-				case strings.HasPrefix(st, "DOWN"):
-					if _, seen := lb.down[node]; !seen {
-						lb.down[node] = now
-					}
-					lb.up[node] = false
-				}
-			}
-			lb.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
 
 // States is the status column of `show stat` for each node, as the first
 // port's backend has it (every backend checks the same port).
@@ -160,19 +124,12 @@ func (lb *Balancer) States() (map[string]string, error) {
 
 // DownAt is when the balancer marked node down, zero while it has not
 // (since it last had it up).
-func (lb *Balancer) DownAt(node string) time.Time {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	return lb.down[node]
-}
+func (lb *Balancer) DownAt(node string) time.Time { return lb.watch.DownAt(node) }
 
 // WaitUp waits, at most bound, until the balancer has every node of nodes up.
 func (lb *Balancer) WaitUp(bound time.Duration, nodes ...string) error {
 	for deadline := time.Now().Add(bound); ; time.Sleep(50 * time.Millisecond) {
-		lb.mu.Lock()
-		all := !slices.ContainsFunc(nodes, func(s string) bool { return !lb.up[s] })
-		lb.mu.Unlock()
-		if all {
+		if !slices.ContainsFunc(nodes, func(s string) bool { return !lb.watch.Up(s) }) {
 			return nil
 		}
 		if time.Now().After(deadline) {
