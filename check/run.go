@@ -62,7 +62,7 @@ func SettingsFailed(err error) Report {
 func settingsRow(r *Report, s conf.Settings) {
 	r.add(AreaSettings, "times", OK, fmt.Sprintf(
 		"grace-period %v − margin %v = stop budget %v; max-wait %v; quiet-period %v, %v once routing is withdrawn",
-		s.GracePeriod, s.Margin, s.Budget(), s.MaxWait.Round(time.Millisecond), s.QuietPeriod, s.WithdrawnQuietPeriod), "")
+		s.GracePeriod, s.Margin, s.Budget(), s.MaxWait.Round(time.Millisecond), s.QuietPeriod, s.WithdrawnQuietText()), "")
 }
 
 // NewInput reads the settings' credentials as `run` does (--kubeconfig,

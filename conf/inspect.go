@@ -86,7 +86,7 @@ func Inspect(files []string, s Settings) (Inspection, error) {
 		case fe.IdleBound == 0:
 			in.Warnings = append(in.Warnings, fmt.Sprintf(
 				"frontend %s: nothing ends an idle kept-alive connection after the soft stop (no timeout http-keep-alive, http-request or client, no close-spread-time), so one idle client keeps HAProxy until the hard stop: add `timeout http-keep-alive 10s` to defaults or frontend %s", fe.Name, fe.Name))
-		case fe.IdleBound > s.Budget()-s.WithdrawnQuietPeriod:
+		case fe.IdleBound > s.Budget()-s.WithdrawnQuiet(s.Routing):
 			in.Warnings = append(in.Warnings, fmt.Sprintf(
 				"frontend %s: idle kept-alive connections may stay %v after the soft stop (its keep-alive timeout), longer than the stop budget %v allows, so HAProxy ends at the hard stop: lower `timeout http-keep-alive` or set `close-spread-time` in global", fe.Name, fe.IdleBound, s.Budget()))
 		}

@@ -20,8 +20,9 @@ var DefaultHAProxy = []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.c
 type Settings struct {
 	GracePeriod time.Duration // the pod's terminationGracePeriodSeconds
 	QuietPeriod time.Duration // no new traffic for this long ends the drain
-	// WithdrawnQuietPeriod is the quiet period once routing is observed
-	// withdrawn, on new connections only; QuietPeriod unless set.
+	// WithdrawnQuietPeriod is --withdrawn-quiet-period, the quiet period
+	// once routing is observed withdrawn, on new connections only; 0 when
+	// not set: WithdrawnQuiet derives it from the routing mode.
 	WithdrawnQuietPeriod time.Duration
 	MaxWait              time.Duration // the drain's bound; less than GracePeriod − Margin
 	Margin               time.Duration // safety margin before the kubelet's SIGKILL
@@ -209,9 +210,6 @@ func ParseWith(args []string, lookupEnv func(string) (string, bool), extra func(
 	if !src.set("max-wait") {
 		s.MaxWait = derivedMaxWait(s.GracePeriod, s.Margin)
 	}
-	if !src.set("withdrawn-quiet-period") {
-		s.WithdrawnQuietPeriod = s.QuietPeriod
-	}
 	if err := validate(s, src); err != nil {
 		return Settings{}, err
 	}
@@ -275,7 +273,7 @@ func (src source) label(name string, v any) string {
 	case name == "max-wait":
 		return fmt.Sprintf("--max-wait %v (default: two thirds of --grace-period − --margin)", v)
 	case name == "withdrawn-quiet-period":
-		return fmt.Sprintf("--withdrawn-quiet-period %v (default: --quiet-period)", v)
+		return fmt.Sprintf("--withdrawn-quiet-period %v (default: %v with routing kube-proxy, else --quiet-period)", v, WithdrawnQuietFloor)
 	}
 	return fmt.Sprintf("--%s %v (default)", name, v)
 }
@@ -301,7 +299,7 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("margin", s.Margin.String()),
 		slog.String("max-wait", s.MaxWait.String()),
 		slog.String("quiet-period", s.QuietPeriod.String()),
-		slog.String("withdrawn-quiet-period", s.WithdrawnQuietPeriod.String()),
+		slog.String("withdrawn-quiet-period", s.withdrawnQuietText()),
 		slog.String("poll-interval", s.PollInterval.String()),
 		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
 		slog.String("master-socket", s.MasterSocket),
@@ -347,6 +345,43 @@ func UnknownEnv(environ []string) []string {
 	}
 	return out
 }
+
+// WithdrawnQuietFloor is the default quiet period once routing is observed
+// withdrawn in kube-proxy mode: the in-flight window's default (450ms)
+// rounded up.
+const WithdrawnQuietFloor = 500 * time.Millisecond
+
+// WithdrawnQuiet is the quiet period, on new connections, once routing is
+// observed withdrawn in the routing mode the drain runs in (auto resolved):
+// --withdrawn-quiet-period when set. Otherwise, in kube-proxy mode, where
+// every node's rules are confirmed before the verdict, only the connections
+// already on their way then remain: the in-flight window, at least
+// WithdrawnQuietFloor and at most the quiet period; the self-audit turns a
+// later one into an unverified drain (drain/audit.go). In every other mode
+// the verdict comes before the nodes' rules are seen to change, so the
+// quiet period covers their lag.
+func (s Settings) WithdrawnQuiet(mode string) time.Duration {
+	switch {
+	case s.WithdrawnQuietPeriod > 0:
+		return s.WithdrawnQuietPeriod
+	case mode != RoutingKubeProxy:
+		return s.QuietPeriod
+	}
+	return min(max(WithdrawnQuietFloor, s.InFlightWindow()), s.QuietPeriod)
+}
+
+// withdrawnQuietText is the withdrawn quiet period as the start line and
+// `hapsuper check` say it before the mode is known.
+func (s Settings) withdrawnQuietText() string {
+	kp, other := s.WithdrawnQuiet(RoutingKubeProxy), s.WithdrawnQuiet(RoutingOff)
+	if s.Routing != RoutingAuto || kp == other {
+		return s.WithdrawnQuiet(s.Routing).String()
+	}
+	return fmt.Sprintf("%v with routing kube-proxy, else %v", kp, other)
+}
+
+// WithdrawnQuietText is withdrawnQuietText for `hapsuper check`.
+func (s Settings) WithdrawnQuietText() string { return s.withdrawnQuietText() }
 
 // InFlightWindow is how long after a withdrawn verdict new connections are
 // still expected (drain.Settings.InFlightWindow): a connection accepted

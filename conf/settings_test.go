@@ -23,19 +23,18 @@ func TestParseDefaults(t *testing.T) {
 	want := Settings{
 		GracePeriod: 30 * time.Second,
 		QuietPeriod: 2 * time.Second,
-		// WithdrawnQuietPeriod follows QuietPeriod unless set.
-		WithdrawnQuietPeriod: 2 * time.Second,
-		MaxWait:              18666 * time.Millisecond, // two thirds of 30s − 2s
-		Margin:               2 * time.Second,
-		PollInterval:         100 * time.Millisecond,
-		MasterSocket:         "/var/run/hapsuper/master.sock",
-		StatusSocket:         "/var/run/hapsuper/status.sock",
-		OverrideFile:         "/var/run/hapsuper/override.cfg",
-		StopSignals:          []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
-		LogFormat:            "text",
-		LogLevel:             slog.LevelInfo,
-		HAProxy:              []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
-		Routing:              RoutingAuto,
+		// WithdrawnQuietPeriod unset: WithdrawnQuiet derives it per mode.
+		MaxWait:      18666 * time.Millisecond, // two thirds of 30s − 2s
+		Margin:       2 * time.Second,
+		PollInterval: 100 * time.Millisecond,
+		MasterSocket: "/var/run/hapsuper/master.sock",
+		StatusSocket: "/var/run/hapsuper/status.sock",
+		OverrideFile: "/var/run/hapsuper/override.cfg",
+		StopSignals:  []syscall.Signal{syscall.SIGTERM, syscall.SIGUSR1},
+		LogFormat:    "text",
+		LogLevel:     slog.LevelInfo,
+		HAProxy:      []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
+		Routing:      RoutingAuto,
 
 		KubeProxyHealthzPort:   10256,
 		KubeProxyMinSyncPeriod: time.Second,
@@ -66,8 +65,18 @@ func TestParse(t *testing.T) {
 			func(s Settings) any { return s.QuietPeriod }, 5 * time.Second},
 		{"flag wins over env", []string{"--quiet-period", "3s"}, map[string]string{"HAPSUPER_QUIET_PERIOD": "5s"},
 			func(s Settings) any { return s.QuietPeriod }, 3 * time.Second},
-		{"withdrawn quiet follows quiet", []string{"--quiet-period", "3s"}, nil,
-			func(s Settings) any { return s.WithdrawnQuietPeriod }, 3 * time.Second},
+		{"withdrawn quiet follows quiet outside kube-proxy mode", []string{"--quiet-period", "3s", "--routing", "endpointslices"}, nil,
+			func(s Settings) any { return s.WithdrawnQuiet(s.Routing) }, 3 * time.Second},
+		{"withdrawn quiet at the floor in kube-proxy mode", []string{"--quiet-period", "3s"}, nil,
+			func(s Settings) any { return s.WithdrawnQuiet(RoutingKubeProxy) }, 500 * time.Millisecond},
+		{"withdrawn quiet covers a longer in-flight window", []string{"--poll-interval", "400ms", "--quiet-period", "3s"}, nil,
+			func(s Settings) any { return s.WithdrawnQuiet(RoutingKubeProxy) }, 1050 * time.Millisecond},
+		{"withdrawn quiet at most the quiet period", []string{"--poll-interval", "400ms", "--quiet-period", "800ms"}, nil,
+			func(s Settings) any { return s.WithdrawnQuiet(RoutingKubeProxy) }, 800 * time.Millisecond},
+		{"withdrawn quiet set wins in every mode", []string{"--withdrawn-quiet-period", "1s"}, nil,
+			func(s Settings) any {
+				return []time.Duration{s.WithdrawnQuiet(RoutingKubeProxy), s.WithdrawnQuiet(RoutingEndpointSlices)}
+			}, []time.Duration{time.Second, time.Second}},
 		{"withdrawn quiet from env", nil, map[string]string{"HAPSUPER_WITHDRAWN_QUIET_PERIOD": "500ms"},
 			func(s Settings) any { return s.WithdrawnQuietPeriod }, 500 * time.Millisecond},
 		{"ignore frontends", []string{"--ignore-frontends", "stats, healthz,,"}, nil,

@@ -35,8 +35,8 @@ func (f Flag) DefaultText() string {
 // derivedDefaults are the run flags whose default Parse computes from other
 // flags once they are all read.
 var derivedDefaults = map[string]string{
-	"max-wait":               "⅔ of (grace-period − margin)", // derivedMaxWait
-	"withdrawn-quiet-period": "quiet-period",
+	"max-wait":               "⅔ of (grace-period − margin)",                                               // derivedMaxWait
+	"withdrawn-quiet-period": WithdrawnQuietFloor.String() + " with routing kube-proxy, else quiet-period", // WithdrawnQuiet
 }
 
 // RunFlags returns the run command's flags, sorted by name.

@@ -75,13 +75,15 @@ func validate(s Settings, src source) error {
 		return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
 			src.label("poll-interval", s.PollInterval), src.label("quiet-period", s.QuietPeriod))
 	}
-	if s.WithdrawnQuietPeriod <= 0 || s.WithdrawnQuietPeriod > s.QuietPeriod {
-		return fmt.Errorf("%s must be more than 0 and at most %s: it can only shorten quiet once routing is withdrawn",
-			src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod), src.label("quiet-period", s.QuietPeriod))
-	}
-	if s.PollInterval >= s.WithdrawnQuietPeriod {
-		return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
-			src.label("poll-interval", s.PollInterval), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod))
+	if src.set("withdrawn-quiet-period") {
+		if s.WithdrawnQuietPeriod <= 0 || s.WithdrawnQuietPeriod > s.QuietPeriod {
+			return fmt.Errorf("%s must be more than 0 and at most %s: it can only shorten quiet once routing is withdrawn",
+				src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod), src.label("quiet-period", s.QuietPeriod))
+		}
+		if s.PollInterval >= s.WithdrawnQuietPeriod {
+			return fmt.Errorf("%s must be less than %s, or quiet cannot be observed: lower --poll-interval",
+				src.label("poll-interval", s.PollInterval), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod))
+		}
 	}
 	if s.KubeProxyHealthzPort < 1 || s.KubeProxyHealthzPort > 65535 {
 		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is %d)", src.label("kube-proxy-healthz-port", s.KubeProxyHealthzPort), DefaultKubeProxyHealthzPort)
@@ -110,9 +112,9 @@ func validate(s Settings, src source) error {
 	if s.LBHealthCheckWindow < 0 {
 		return fmt.Errorf("%s is negative: give the load balancer's health-check interval × unhealthy threshold + one interval, or 0 (unknown)", src.label("lb-health-check-window", s.LBHealthCheckWindow))
 	}
-	if s.LBHealthCheckWindow > 0 && s.LBHealthCheckWindow+s.WithdrawnQuietPeriod >= s.MaxWait {
+	if wq := s.WithdrawnQuiet(s.Routing); s.LBHealthCheckWindow > 0 && s.LBHealthCheckWindow+wq >= s.MaxWait {
 		return fmt.Errorf("%s plus %s reaches %s: every drain behind such a load balancer would end at the bound; raise --max-wait (and --grace-period)",
-			src.label("lb-health-check-window", s.LBHealthCheckWindow), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod), src.label("max-wait", s.MaxWait))
+			src.label("lb-health-check-window", s.LBHealthCheckWindow), src.label("withdrawn-quiet-period", wq), src.label("max-wait", s.MaxWait))
 	}
 	return nil
 }

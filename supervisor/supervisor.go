@@ -176,7 +176,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	log := sv.log.With("component", "supervisor")
 	l := &loop{
 		log:      log,
-		drain:    drain.New(drainSettings(s, insp)),
+		drain:    drain.New(drainSettings(s, insp, mode)),
 		board:    board,
 		settings: s,
 		graceful: gracefulFrontends(insp),
@@ -355,10 +355,10 @@ func set(names []string) map[string]bool {
 	return m
 }
 
-func drainSettings(s conf.Settings, insp conf.Inspection) drain.Settings {
+func drainSettings(s conf.Settings, insp conf.Inspection, mode string) drain.Settings {
 	ds := drain.Settings{
 		QuietPeriod:          s.QuietPeriod,
-		WithdrawnQuietPeriod: s.WithdrawnQuietPeriod,
+		WithdrawnQuietPeriod: s.WithdrawnQuiet(mode),
 		MaxWait:              s.MaxWait,
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
@@ -388,7 +388,7 @@ func statusSettings(s conf.Settings, mode string) status.Settings {
 	return status.Settings{
 		GracePeriod:          status.Duration(s.GracePeriod),
 		QuietPeriod:          status.Duration(s.QuietPeriod),
-		WithdrawnQuietPeriod: status.Duration(s.WithdrawnQuietPeriod),
+		WithdrawnQuietPeriod: status.Duration(s.WithdrawnQuiet(mode)),
 		MaxWait:              status.Duration(s.MaxWait),
 		Margin:               status.Duration(s.Margin),
 		PollInterval:         status.Duration(s.PollInterval),

@@ -18,9 +18,13 @@ import (
 
 // The campaign (-campaign N): hapsuper's drains on the real harness, each
 // rollout with faults drawn at random (seeded, printed) from what real
-// clusters combine: a kube-proxy frozen, restarted, its healthz filtered,
-// the apiserver frozen, a reload of the draining pod's HAProxy, over the
-// client patterns, at random instants from the first delete to the bound. Per drain it records the faults, the verdict, the failed
+// clusters combine: a kube-proxy frozen, restarted, restarted with a slow
+// first sync (the apiserver out of its reach for a while), its healthz
+// filtered, the apiserver frozen or restarted, a reload of the draining
+// pod's HAProxy, over the client patterns, at random instants from the
+// first delete to the bound. Faults on one process (a node's kube-proxy,
+// the apiserver) are played one after the other, so that a restart does
+// not meet its own freeze. Per drain it records the faults, the verdict, the failed
 // requests, the requests on fresh connections that reached the pod after
 // hapsuper's withdrawn verdict, and the late arrivals hapsuper's own audit
 // counted; CAMPAIGN.md lists the totals, the verdicts per fault, and every
@@ -31,14 +35,29 @@ import (
 type faultKind string
 
 const (
-	faultFreeze  faultKind = "kube-proxy frozen"
-	faultRestart faultKind = "kube-proxy restarted"
-	faultFilter  faultKind = "healthz filtered"
-	faultAPI     faultKind = "apiserver frozen"
-	faultReload  faultKind = "reload"
+	faultFreeze     faultKind = "kube-proxy frozen"
+	faultRestart    faultKind = "kube-proxy restarted"
+	faultSlowSync   faultKind = "kube-proxy restarted, slow first sync"
+	faultFilter     faultKind = "healthz filtered"
+	faultAPI        faultKind = "apiserver frozen"
+	faultAPIRestart faultKind = "apiserver restarted"
+	faultReload     faultKind = "reload"
 )
 
-var faultKinds = []faultKind{faultFreeze, faultRestart, faultFilter, faultAPI, faultReload}
+var faultKinds = []faultKind{faultFreeze, faultRestart, faultSlowSync, faultFilter, faultAPI, faultAPIRestart, faultReload}
+
+// target is what a fault acts on; faults on one target are played in turn.
+func (f fault) target() string {
+	switch f.kind {
+	case faultAPI, faultAPIRestart:
+		return "apiserver"
+	case faultFreeze, faultRestart, faultSlowSync:
+		return fmt.Sprintf("kube-proxy %d", f.node)
+	case faultFilter:
+		return fmt.Sprintf("healthz %d", f.node)
+	}
+	return fmt.Sprintf("pod %d", f.node)
+}
 
 // fault is one fault of a rollout: what, on which node (1-based; the pod
 // for a reload), from when after the first delete and for how long.
@@ -71,7 +90,7 @@ func drawFaults(rng *rand.Rand, nodes int, bound time.Duration) []fault {
 			at:   time.Duration(rng.Int64N(int64(bound))),
 		}
 		switch f.kind {
-		case faultFreeze, faultFilter, faultAPI:
+		case faultFreeze, faultFilter, faultAPI, faultSlowSync:
 			f.for_ = 500*time.Millisecond + time.Duration(rng.Int64N(int64(4500*time.Millisecond)))
 		}
 		out = append(out, f)
@@ -81,16 +100,26 @@ func drawFaults(rng *rand.Rand, nodes int, bound time.Duration) []fault {
 
 // injector plays a rollout's faults and undoes them whatever happens.
 type injector struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    []error
+	targets map[string]*sync.Mutex // one per fault target, made by start
 }
 
 // start schedules every fault relative to t0, the first delete.
 func (in *injector) start(faults []fault, t0 time.Time, h *k8stest.Harness, pods []*benchPod) {
+	in.targets = map[string]*sync.Mutex{}
+	for _, f := range faults {
+		if in.targets[f.target()] == nil {
+			in.targets[f.target()] = &sync.Mutex{}
+		}
+	}
 	for _, f := range faults {
 		in.wg.Go(func() {
 			time.Sleep(time.Until(t0.Add(f.at)))
+			mu := in.targets[f.target()]
+			mu.Lock()
+			defer mu.Unlock()
 			in.fail(f, in.apply(f, h, pods))
 		})
 	}
@@ -110,6 +139,24 @@ func (in *injector) apply(f fault, h *k8stest.Harness, pods []*benchPod) error {
 			return err
 		}
 		return n.KubeProxy.Start()
+	case faultSlowSync:
+		// The node cannot reach the apiserver for a while from the
+		// restart on: kube-proxy serves healthz but has nothing to sync.
+		api := h.APIServer()
+		table := fmt.Sprintf("hapsuper-campaign-sync-%d", f.node)
+		if err := n.NFT(fmt.Sprintf("table ip %s {\n\tchain out { type filter hook output priority -10; policy accept; ip daddr %s tcp dport %d drop; }\n}\n", table, api.Addr(), api.Port())); err != nil {
+			return err
+		}
+		err := n.KubeProxy.Stop()
+		if err == nil {
+			err = n.KubeProxy.Start()
+		}
+		time.Sleep(f.for_)
+		return errors.Join(err, n.NFT("delete table ip "+table+"\n"))
+	case faultAPIRestart:
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		return h.RestartAPIServer(ctx)
 	case faultFilter:
 		table := fmt.Sprintf("hapsuper-campaign-%d", f.node)
 		if err := n.NFT(fmt.Sprintf("table ip %s {\n\tchain in { type filter hook input priority -10; policy accept; tcp dport %d drop; }\n}\n", table, k8stest.HealthzPort)); err != nil {
@@ -172,8 +219,10 @@ func (d campaignDrain) claimedTooMuch() bool {
 var auditedRe = regexp.MustCompile(`(\d+) new connections arrived up to`)
 
 // runCampaign runs rollouts until n drains are done, each with its own
-// seed drawn from the campaign's.
-func (r *runner) runCampaign(ctx context.Context, n int, seed uint64) ([]campaignDrain, error) {
+// seed drawn from the campaign's, and hands the drains so far to
+// checkpoint every 50 drains (a long campaign's report is on disk while it
+// runs).
+func (r *runner) runCampaign(ctx context.Context, n int, seed uint64, checkpoint func([]campaignDrain)) ([]campaignDrain, error) {
 	master := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var out []campaignDrain
 	s := hapsuperS()
@@ -200,6 +249,9 @@ func (r *runner) runCampaign(ctx context.Context, n int, seed uint64) ([]campaig
 				d.audited, _ = strconv.Atoi(m[1])
 			}
 			out = append(out, d)
+			if len(out)%50 == 0 && len(out) < n {
+				checkpoint(out)
+			}
 		}
 		if r.opts.campaignSeed != 0 {
 			break // one rollout replayed
@@ -224,7 +276,7 @@ func campaignReport(ds []campaignDrain, seed uint64, flags string, total time.Du
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Fault campaign\n\nGenerated by `cd bench && go run ./rollout %s` (campaign seed %d) in %v. "+
 		"The rollout benchmark's setup (two nodes, kube-proxy in the mode the flags name, a ClusterIP Service over two pods of HAProxy 2.6 under hapsuper, routing kube-proxy, clients in both node namespaces); "+
-		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete to the bound, lasting 0.5–5 s. "+
+		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete to the bound, the timed ones lasting 0.5–5 s (a slow first sync: the node cannot reach the apiserver for that long from kube-proxy's restart on; an apiserver restart: SIGTERM, start, ready). "+
 		"Late = requests on fresh connections sent after hapsuper's `routing state=withdrawn` and answered by the stopping pod; audited = the late arrivals hapsuper's own audit counted.\n\n",
 		flags, seed, total.Round(time.Second), joinKinds())
 	rollouts, failed, late, audited, claimed := 0, 0, 0, 0, 0

@@ -83,7 +83,7 @@ func main() {
 	flag.StringVar(&o.results, "results", "", "where to write the Markdown results (default bench/rollout/RESULTS.md; with --smoke, $TMPDIR/hapsuper-rollout-smoke/)")
 	flag.StringVar(&o.picture, "picture", "", "where to write the timeline SVG, and a PNG beside it (default docs/rollout-timeline.svg; with --smoke, beside the results)")
 	pats := flag.String("patterns", "", "comma list of client patterns (default all: "+joinPatterns(allPatterns)+")")
-	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper, hapsuper-wq<duration> (default all, hapsuper-wq500ms among them, with the sleep-N search; setting it turns the search off)")
+	strats := flag.String("strategies", "", "comma list of strategies: immediate, sleep-<duration>, quiet, hapsuper, hapsuper-wq<duration> (default all, hapsuper-wq2s (the quiet period once withdrawn, the default before 500ms) among them, with the sleep-N search; setting it turns the search off)")
 	flag.StringVar(&o.proxyStates, "kube-proxy", "", "kube-proxy states to run: both, live or frozen (default both; with -soak, live)")
 	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
 	flag.BoolVar(&o.balancer, "balancer", true, "run the rollouts behind a health-checking load balancer (externalTrafficPolicy Local) after the matrix")
@@ -113,7 +113,7 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 	o.freeze = 4 * time.Second
 	o.frozen, o.live = true, true
 	o.patterns = allPatterns
-	o.strategies = []strategy{immediate(), sleepFor(5 * time.Second), quiet(), hapsuperS(), hapsuperWQ(500 * time.Millisecond)}
+	o.strategies = []strategy{immediate(), sleepFor(5 * time.Second), quiet(), hapsuperS(), hapsuperWQ(quietPeriod)}
 	o.candidates = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
 	o.lbCandidates = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
 	if o.smoke {
@@ -299,11 +299,17 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 	if o.campaign > 0 {
 		r.printf("campaign: %d drains, seed %d\n", o.campaign, o.seed)
-		ds, err := r.runCampaign(ctx, o.campaign, o.seed)
+		flags := fmt.Sprintf("-campaign %d -seed %d -proxy-mode %s", o.campaign, o.seed, o.proxyMode)
+		ds, err := r.runCampaign(ctx, o.campaign, o.seed, func(ds []campaignDrain) {
+			table := campaignReport(ds, o.seed, flags, time.Since(began)) +
+				fmt.Sprintf("\n**Running: %d of %d drains so far.**\n", len(ds), o.campaign)
+			if werr := writeFile(o.results, table); werr != nil {
+				r.printf("campaign: %v\n", werr)
+			}
+		})
 		if err != nil && len(ds) == 0 {
 			return err
 		}
-		flags := fmt.Sprintf("-campaign %d -seed %d -proxy-mode %s", o.campaign, o.seed, o.proxyMode)
 		table := campaignReport(ds, o.seed, flags, time.Since(began))
 		if err != nil {
 			table += fmt.Sprintf("\n**The campaign stopped before its last drain:** %v\n", err)

@@ -71,13 +71,7 @@ func (r *runner) startPod(ctx context.Context, node int, name string, s strategy
 		p.Container = kube.StartContainer(r.t, pod, "/usr/sbin/haproxy", "-W", "-db", "-f", cfg)
 		return p, p.waitListening()
 	}
-	mode := "off"
-	if s.kind == stratHapsuper {
-		mode = "kube-proxy"
-	}
-	if s.routing != "" {
-		mode = s.routing
-	}
+	mode := s.routingMode()
 	p.Container = e.StartHapsuper(r.t, pod, dir, kube.Hapsuper{Routing: mode, Grace: r.opts.grace, QuietPeriod: quietPeriod, Flags: s.args, Config: cfg})
 	return p, nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // stratKind is how a pod's stop is played.
@@ -35,8 +37,8 @@ type strategy struct {
 	routing string
 	// args are extra hapsuper flags.
 	args []string
-	// withdrawnQuiet is hapsuper's --withdrawn-quiet-period (0: the quiet
-	// period, its default).
+	// withdrawnQuiet is hapsuper's --withdrawn-quiet-period (0: its
+	// default, conf.Settings.WithdrawnQuiet).
 	withdrawnQuiet time.Duration
 }
 
@@ -57,7 +59,19 @@ func (s strategy) quietOnceWithdrawn() time.Duration {
 	if s.withdrawnQuiet > 0 {
 		return s.withdrawnQuiet
 	}
-	return quietPeriod
+	set := conf.Settings{QuietPeriod: quietPeriod, PollInterval: 100 * time.Millisecond, KubeProxySyncAllowance: conf.DefaultKubeProxySyncAllowance}
+	return set.WithdrawnQuiet(s.routingMode())
+}
+
+// routingMode is the --routing hapsuper runs with under the strategy.
+func (s strategy) routingMode() string {
+	switch {
+	case s.routing != "":
+		return s.routing
+	case s.kind == stratHapsuper:
+		return conf.RoutingKubeProxy
+	}
+	return conf.RoutingOff
 }
 
 func sleepFor(d time.Duration) strategy {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,5 +95,26 @@ func TestFreePortNotTwice(t *testing.T) {
 			t.Fatalf("port %d returned twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+// A line's instant carries the arrival's monotonic reading, so that it
+// compares with the test's own readings on the monotonic clock (a wall-clock
+// step between them moves neither), and keeps the stamp's precision.
+func TestStampAt(t *testing.T) {
+	now := time.Now()
+	at := stampAt(now.Round(0).Add(-2*time.Millisecond), now)
+	if !strings.Contains(at.String(), " m=") {
+		t.Errorf("stampAt(a stamp 2 ms old, now) = %v: no monotonic reading", at)
+	}
+	if d := now.Sub(at); d != 2*time.Millisecond {
+		t.Errorf("stampAt(a stamp 2 ms old, now) is %v before now, want 2ms", d)
+	}
+	old := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	if got := stampAt(old, now); got != old {
+		t.Errorf("stampAt(a stamp long before its arrival) = %v, want the stamp itself", got)
+	}
+	if got := stampAt(now.Round(0).Add(time.Second), now); !got.Equal(now.Add(time.Second)) || strings.Contains(got.String(), " m=") {
+		t.Errorf("stampAt(a stamp after its arrival) = %v, want the stamp itself", got)
 	}
 }

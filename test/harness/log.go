@@ -74,7 +74,7 @@ func (h *Log) Read(r io.ReadCloser) {
 			e.Fields = f
 			e.Msg, e.Level = e.Str("msg"), e.Str("level")
 			if ts, err := time.Parse(time.RFC3339Nano, e.Str("time")); err == nil {
-				e.At = ts
+				e.At = stampAt(ts, e.At)
 			}
 		}
 		h.mu.Lock()
@@ -85,6 +85,22 @@ func (h *Log) Read(r io.ReadCloser) {
 		h.changed = make(chan struct{})
 		h.mu.Unlock()
 	}
+}
+
+// stampAt is the instant of a line stamped ts (the writer's wall clock)
+// and read at arrival (time.Now: wall and monotonic). Where the stamp is
+// the arrival's wall reading less the pipe's delay (under a second), it is
+// that much before arrival on the monotonic clock too, so that the line's
+// instant compares with the test's own time.Now readings even when the wall
+// clock steps (a paused VM's clock is stepped forward on resume: 23 s once).
+// Otherwise (a step between stamp and arrival, lines written long before)
+// the stamp alone.
+func stampAt(ts, arrival time.Time) time.Time {
+	lag := arrival.Round(0).Sub(ts) // Round(0): the wall reading alone
+	if lag < 0 || lag >= time.Second {
+		return ts
+	}
+	return arrival.Add(-lag)
 }
 
 // WaitRead waits, at most timeout, until Read has consumed all the output

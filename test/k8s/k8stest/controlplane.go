@@ -2,8 +2,10 @@ package k8stest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -55,7 +57,7 @@ func (h *Harness) startControlPlane() error {
 	etcdAt := time.Now()
 
 	host := h.slot.hostIP().String()
-	h.apiserver, err = startProcess("kube-apiserver", h.path("kube-apiserver.log"), []string{
+	h.apiserverArgv = []string{
 		filepath.Join(h.bin, "kube-apiserver"),
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=" + host, "--advertise-address=" + host,
@@ -72,7 +74,8 @@ func (h *Harness) startControlPlane() error {
 		// node's fabric address, with the admin certificate.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--kubelet-client-certificate=" + h.pki.AdminCert, "--kubelet-client-key=" + h.pki.AdminKey,
-	})
+	}
+	h.apiserver, err = startProcess("kube-apiserver", h.path("kube-apiserver.log"), h.apiserverArgv)
 	if err != nil {
 		return err
 	}
@@ -84,14 +87,13 @@ func (h *Harness) startControlPlane() error {
 		QPS: 100, Burst: 200,
 		Timeout: 30 * time.Second,
 	}
-	httpClient, err := rest.HTTPClientFor(h.Config)
-	if err != nil {
-		return fmt.Errorf("build apiserver client: %w", err)
-	}
-	if err := waitHTTP(ctx, h.apiserver, httpClient, h.apiserverURL()+"/readyz"); err != nil {
+	if err := h.waitAPIServer(ctx, h.apiserver); err != nil {
 		return err
 	}
 	apiserverAt := time.Now()
+	// The test's requests outlast an apiserver restart (RestartAPIServer):
+	// one the apiserver could not be dialled for is sent again.
+	h.Config.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return dialRetry{rt} }
 	if h.Client, err = kubernetes.NewForConfig(h.Config); err != nil {
 		return fmt.Errorf("build apiserver client: %w", err)
 	}
@@ -114,6 +116,68 @@ func (h *Harness) startControlPlane() error {
 	h.t.Logf("k8stest: etcd healthy in %v, kube-apiserver ready %v later",
 		etcdAt.Sub(began).Round(time.Millisecond), apiserverAt.Sub(etcdAt).Round(time.Millisecond))
 	return nil
+}
+
+// waitAPIServer waits until p, the apiserver, answers /readyz.
+func (h *Harness) waitAPIServer(ctx context.Context, p *Process) error {
+	cfg := rest.CopyConfig(h.Config)
+	cfg.WrapTransport = nil
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("build apiserver client: %w", err)
+	}
+	return waitHTTP(ctx, p, httpClient, h.apiserverURL()+"/readyz")
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, SIGKILL after 10 s) and
+// starts it again on the same etcd, appending to its log, and returns once
+// it is ready: every watch breaks and every client must reconnect, as on a
+// control-plane upgrade. The harness's own Client resends what it could not
+// dial meanwhile (up to 60 s); hapsuper's client has no such help.
+func (h *Harness) RestartAPIServer(ctx context.Context) error {
+	h.apiMu.Lock()
+	defer h.apiMu.Unlock()
+	if err := h.apiserver.Stop(10 * time.Second); err != nil {
+		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	p, err := startProcess("kube-apiserver", h.path("kube-apiserver.log"), h.apiserverArgv)
+	if err != nil {
+		return err
+	}
+	h.apiserver = p
+	return h.waitAPIServer(ctx, p)
+}
+
+// dialRetry sends a request again when the apiserver could not be dialled
+// (so the request never left): every 100 ms for up to 60 s, within the
+// request's context.
+type dialRetry struct{ next http.RoundTripper }
+
+func (d dialRetry) RoundTrip(req *http.Request) (*http.Response, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := d.next.RoundTrip(req)
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) || op.Op != "dial" || time.Now().After(deadline) {
+			return resp, err
+		}
+		if req.Body != nil {
+			if req.GetBody == nil {
+				return resp, err
+			}
+			body, berr := req.GetBody()
+			if berr != nil {
+				return resp, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+		}
+		select {
+		case <-req.Context().Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // controllers are the controller-manager's controllers: with a real

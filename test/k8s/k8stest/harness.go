@@ -50,7 +50,10 @@ type Harness struct {
 	fabric string // network namespace holding the bridge
 	pki    *pki
 
-	etcd, apiserver, controllerManager *Process
+	etcd, controllerManager *Process
+	apiserverArgv           []string
+	apiMu                   sync.Mutex // guards apiserver (RestartAPIServer)
+	apiserver               *Process
 
 	nodes   []*Node
 	kubelet *Kubelet
@@ -167,7 +170,11 @@ func (h *Harness) APIServer() netip.AddrPort {
 // APIServerProcess returns the kube-apiserver process, for tests that stop
 // it (Kill: teardown then expects it gone). Nothing that needs the API
 // works afterwards.
-func (h *Harness) APIServerProcess() *Process { return h.apiserver }
+func (h *Harness) APIServerProcess() *Process {
+	h.apiMu.Lock()
+	defer h.apiMu.Unlock()
+	return h.apiserver
+}
 
 // Node returns node i, counting from 1 (node i is named "node<i>").
 func (h *Harness) Node(i int) *Node {
@@ -214,7 +221,7 @@ func (h *Harness) teardown() {
 			procs = append(procs, p)
 		}
 	}
-	procs = append(procs, h.controllerManager, h.apiserver, h.etcd)
+	procs = append(procs, h.controllerManager, h.APIServerProcess(), h.etcd)
 	for _, p := range procs {
 		if p == nil {
 			continue

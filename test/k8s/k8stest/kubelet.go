@@ -206,7 +206,7 @@ func (k *Kubelet) LogTail(n int) string { return k.proc.LogTail(n) }
 // plugins then, not killed. The caller has stopped the controllers that
 // would replace them. Without an apiserver, there is nothing to do.
 func (k *Kubelet) stopPods(h *Harness) error {
-	if k.proc == nil || k.proc.Err() != nil || h.apiserver == nil || h.apiserver.Err() != nil {
+	if k.proc == nil || k.proc.Err() != nil || h.APIServerProcess() == nil || h.APIServerProcess().Err() != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
