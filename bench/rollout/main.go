@@ -27,6 +27,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,32 +42,33 @@ import (
 
 // options shape one run.
 type options struct {
-	smoke        bool
-	grace        time.Duration
-	freeze       time.Duration
-	frozen       bool   // run the frozen kube-proxy cells
-	live         bool   // run the live kube-proxy cells
-	proxyStates  string // -kube-proxy: both, live or frozen
-	patterns     []pattern
-	strategies   []strategy
-	candidates   []time.Duration // sleep-N candidates
-	fanout       int             // simulated nodes; 0: skip
-	fanoutOnly   bool            // stop after the fan-out part (no cluster)
-	slices       int             // EndpointSlices of the scale check; 0: skip
-	tpRounds     int             // throughput rounds; 0: skip
-	results      string          // RESULTS.md path ("" : module default)
-	picture      string          // timeline SVG path ("" : module default)
-	verbose      bool
-	logDir       string          // where each stopped pod's container log goes ("": nowhere)
-	soak         int             // drains per soak row; 0: the matrix, not the soak
-	balancer     bool            // run the balancer part (balancer.go)
-	balancerOnly bool            // run only the balancer part
-	lbCandidates []time.Duration // sleep-N candidates behind the balancer
-	lbStrategies []strategy      // the strategies behind the balancer after the search
-	campaign     int             // drains of the fault campaign; 0: no campaign
-	seed         uint64          // the campaign's seed; 0: from the clock
-	campaignSeed uint64          // replay the one rollout of this seed
-	proxyMode    string          // kube-proxy's mode: nftables or iptables
+	smoke          bool
+	grace          time.Duration
+	freeze         time.Duration
+	frozen         bool   // run the frozen kube-proxy cells
+	live           bool   // run the live kube-proxy cells
+	proxyStates    string // -kube-proxy: both, live or frozen
+	patterns       []pattern
+	strategies     []strategy
+	candidates     []time.Duration // sleep-N candidates
+	fanout         int             // simulated nodes; 0: skip
+	fanoutOnly     bool            // stop after the fan-out part (no cluster)
+	slices         int             // EndpointSlices of the scale check; 0: skip
+	tpRounds       int             // throughput rounds; 0: skip
+	results        string          // RESULTS.md path ("" : module default)
+	picture        string          // timeline SVG path ("" : module default)
+	verbose        bool
+	logDir         string          // where each stopped pod's container log goes ("": nowhere)
+	soak           int             // drains per soak row; 0: the matrix, not the soak
+	balancer       bool            // run the balancer part (balancer.go)
+	balancerOnly   bool            // run only the balancer part
+	lbCandidates   []time.Duration // sleep-N candidates behind the balancer
+	lbStrategies   []strategy      // the strategies behind the balancer after the search
+	campaign       int             // drains of the fault campaign; 0: no campaign
+	seed           uint64          // the campaign's seed; 0: from the clock
+	campaignSeed   uint64          // replay the one rollout of this seed
+	campaignReport string          // drain files to report together; "": none
+	proxyMode      string          // kube-proxy's mode: nftables or iptables
 }
 
 func main() {
@@ -92,6 +94,7 @@ func main() {
 	flag.IntVar(&o.campaign, "campaign", 0, "run only the fault campaign: this many hapsuper drains with random faults, results in bench/rollout/CAMPAIGN.md")
 	flag.Uint64Var(&o.seed, "seed", 0, "the campaign's seed (default: from the clock; printed)")
 	flag.Uint64Var(&o.campaignSeed, "campaign-seed", 0, "replay the one campaign rollout of this seed (as CAMPAIGN.md lists it)")
+	flag.StringVar(&o.campaignReport, "campaign-report", "", "comma list of campaign drain files (<results>.jsonl): write one report of them all to -results, run nothing")
 	flag.BoolVar(&o.verbose, "v", false, "print each pod's stop times and the harness's own log lines")
 	flag.StringVar(&o.logDir, "logs", "", "write each stopped pod's container log (hapsuper's JSON, or HAProxy's) to this directory")
 	flag.Parse()
@@ -297,18 +300,34 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		r.printf("\n%s\nwrote %s in %v\n", table, o.results, time.Since(began).Round(time.Second))
 		return nil
 	}
+	if o.campaignReport != "" {
+		ds, parts, err := readDrains(strings.Split(o.campaignReport, ","))
+		if err != nil {
+			return err
+		}
+		table := campaignMerged(ds, parts)
+		if err := writeFile(o.results, table); err != nil {
+			return err
+		}
+		r.printf("%s\nwrote %s\n", table, o.results)
+		return nil
+	}
 	if o.campaign > 0 {
 		r.printf("campaign: %d drains, seed %d\n", o.campaign, o.seed)
 		flags := fmt.Sprintf("-campaign %d -seed %d -proxy-mode %s", o.campaign, o.seed, o.proxyMode)
+		jsonl := strings.TrimSuffix(o.results, ".md") + ".jsonl"
 		ds, err := r.runCampaign(ctx, o.campaign, o.seed, func(ds []campaignDrain) {
 			table := campaignReport(ds, o.seed, flags, time.Since(began)) +
 				fmt.Sprintf("\n**Running: %d of %d drains so far.**\n", len(ds), o.campaign)
-			if werr := writeFile(o.results, table); werr != nil {
+			if werr := errors.Join(writeFile(o.results, table), writeDrains(jsonl, flags, ds)); werr != nil {
 				r.printf("campaign: %v\n", werr)
 			}
 		})
 		if err != nil && len(ds) == 0 {
 			return err
+		}
+		if werr := writeDrains(jsonl, flags, ds); werr != nil {
+			return werr
 		}
 		table := campaignReport(ds, o.seed, flags, time.Since(began))
 		if err != nil {
