@@ -74,7 +74,8 @@ type nodeState struct {
 	answered   bool       // healthz answered at least once
 	problem    *pollError // the last poll's failure; nil after an answer
 	// failed says a poll failed since the last answer: kube-proxy may have
-	// restarted in between. At start its sync loop stamps lastUpdated
+	// restarted in between, unless the next answer comes over a connection
+	// that answered before (record's sameProcess). At start its sync loop stamps lastUpdated
 	// before its first sync (pkg/proxy/*/proxier.go SyncLoop), while the
 	// old instance's rules still pick the pod: the first lastUpdated seen
 	// after a failure is a start stamp unless it is the one seen before.
@@ -118,9 +119,11 @@ func (n *nodeState) reference(f *syncFacts, r time.Time) time.Time {
 const stepTolerance = 50 * time.Millisecond
 
 // record keeps a healthz answer obtained between sent and received; settle
-// is the rule's D (see syncFacts.silent).
-func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Duration) {
-	failed := n.failed
+// is the rule's D (see syncFacts.silent). sameProcess: it came over a
+// connection that had carried an answer before the poll failed, so no
+// restart came in between and a new lastUpdated is a sync.
+func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Duration, sameProcess bool) {
+	failed := n.failed && !sameProcess
 	n.answered, n.problem, n.failed = true, nil, false
 	if received.Sub(sent) > quickAnswer {
 		n.stalled(sent, received)

@@ -31,18 +31,38 @@ type fakeProxy struct {
 	hang     bool   // accept and never answer, until the client gives up
 	body     string // a fixed answer instead
 	requests int
+	served   int // answers with a sync written
+}
+
+func (p *fakeProxy) requestCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}
+
+func (p *fakeProxy) hung() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hang
 }
 
 func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.requests++
-	hang, body, toNode, fromNode, skew, stepAt, step := p.hang, p.body, p.toNode, p.fromNode, p.skew, p.stepAt, p.step
+	p.mu.Unlock()
+	// A hung kube-proxy (frozen, or its packets dropped) answers what it
+	// was asked once it runs again, unless the client gave up.
+	for p.hung() {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	p.mu.Lock()
+	body, toNode, fromNode, skew, stepAt, step := p.body, p.toNode, p.fromNode, p.skew, p.stepAt, p.step
 	syncs := append([]time.Time(nil), p.syncs...)
 	p.mu.Unlock()
-	if hang {
-		<-r.Context().Done()
-		return
-	}
 	if body != "" {
 		fmt.Fprint(w, body)
 		return
@@ -69,6 +89,9 @@ func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
 		stamp(now), stamp(now), stamp(last))
 	p.clk.Step(fromNode)
+	p.mu.Lock()
+	p.served++
+	p.mu.Unlock()
 }
 
 func (p *fakeProxy) set(edit func(p *fakeProxy)) {
@@ -463,4 +486,43 @@ func TestConfirmClockStep(t *testing.T) {
 	}
 	s.syncsAt("n2", -5*time.Second, 5*ms, 3400*ms)
 	expect(t, s.round(3500*ms), drain.RoutingWithdrawn)
+}
+
+// A node that answered, then went silent (its packets dropped for a while)
+// and answers the waiting request on the same connection once they pass is
+// the same kube-proxy: its new lastUpdated is a sync, not a restarted
+// instance's start stamp, and confirms as any sync does. The same silence
+// ending on a new connection (TestConfirmRestartStamp) may be a restart.
+func TestConfirmSilenceOnTheKeptConnection(t *testing.T) {
+	s := newScenario(t, Config{RequestTimeout: 200 * ms})
+	s.syncsAt("n2", -5*time.Second)
+	expect(t, s.round(100*ms), drain.RoutingPending, "no sync since the change")
+	s.syncsAt("n2", -5*time.Second, 400*ms) // it syncs the change
+	s.proxies["n2"].set(func(p *fakeProxy) { p.hang = true })
+	expect(t, s.round(600*ms), drain.RoutingPending, "accepted but did not answer within 200ms")
+	// The packets pass again at R+700ms: kube-proxy answers the request
+	// waiting since R+600ms.
+	s.clk.Step(100 * ms)
+	p := s.proxies["n2"]
+	p.mu.Lock()
+	before, served := p.requests, p.served
+	p.mu.Unlock()
+	p.set(func(p *fakeProxy) { p.hang = false })
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		answered := p.served > served
+		p.mu.Unlock()
+		if answered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting request was not answered within 2s of the packets passing")
+		}
+	}
+	if got := s.round(800 * ms); got.State != drain.RoutingWithdrawn {
+		t.Fatalf("after the late answer on the kept connection: %s (%s), want withdrawn", got.State, got.Detail)
+	}
+	if n := p.requestCount() - before; n != 0 {
+		t.Errorf("%d new requests for the waiting one's answer, want 0: it was read where it waited", n)
+	}
 }

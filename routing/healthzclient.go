@@ -25,6 +25,7 @@ import (
 type healthzClient struct {
 	dial        dialFunc
 	dialTimeout time.Duration
+	now         func() time.Time // stamps a request left waiting (answer.sent)
 
 	mu   sync.Mutex
 	idle map[string]*keptConn
@@ -36,6 +37,28 @@ type keptConn struct {
 	net.Conn
 	r      *bufio.Reader
 	budget *answerBudget
+	// answered: the connection has carried an answer: whatever answers on
+	// it later is the process that answered then (a restarted kube-proxy
+	// has none of its predecessor's connections).
+	answered bool
+	// waiting is the path of a request that timed out before any byte of
+	// its answer came, written at sent: the connection is kept for its
+	// late answer (a healthz whose packets were dropped for a while, or a
+	// kube-proxy frozen, answers it once it can).
+	waiting string
+	sent    time.Time
+}
+
+// answer is one healthz answer and how it came.
+type answer struct {
+	status int
+	body   []byte
+	// sent is when the request was written, by an earlier poll that timed
+	// out waiting for it; zero when this poll wrote it.
+	sent time.Time
+	// kept: the connection had carried an answer before this one, so the
+	// same process answered both.
+	kept bool
 }
 
 func newKeptConn(conn net.Conn) *keptConn {
@@ -78,7 +101,7 @@ const healthzReadBuffer = 512
 // made within dialTimeout, shorter than the request's, so that a node that
 // does not accept fails as a dial error rather than as a silent kube-proxy.
 func newHealthzClient(dial dialFunc, dialTimeout time.Duration) *healthzClient {
-	return &healthzClient{dial: dial, dialTimeout: dialTimeout, idle: map[string]*keptConn{}}
+	return &healthzClient{dial: dial, dialTimeout: dialTimeout, now: time.Now, idle: map[string]*keptConn{}}
 }
 
 // errStale: a kept connection the node had closed (it failed before any
@@ -94,24 +117,45 @@ func (c *healthzClient) get(ctx context.Context, addr string) (status int, body 
 
 // getPath is get for another path (a Service's health check asks /).
 func (c *healthzClient) getPath(ctx context.Context, addr, path string) (status int, body []byte, err error) {
+	a, err := c.ask(ctx, addr, path, false)
+	return a.status, a.body, err
+}
+
+// poll is get for the confirmation rounds: a request that times out before
+// any byte of its answer leaves its connection kept, and the next poll of
+// addr reads that answer first (answer.sent, answer.kept), so that a node
+// silent for a while is known, once it answers, for the same kube-proxy.
+func (c *healthzClient) poll(ctx context.Context, addr string) (answer, error) {
+	return c.ask(ctx, addr, "/healthz", true)
+}
+
+// ask sends path on addr's kept connection, else a new one; with wait, a
+// timed-out request's connection is kept for its late answer.
+func (c *healthzClient) ask(ctx context.Context, addr, path string, wait bool) (answer, error) {
 	if kc := c.take(addr); kc != nil {
-		status, body, err = c.exchange(ctx, kc, addr, path, true)
-		if !errors.Is(err, errStale) {
-			return status, body, err
+		if kc.waiting != "" && (!wait || kc.waiting != path) {
+			kc.Close() // another caller's request is outstanding on it
+		} else {
+			a, err := c.exchange(ctx, kc, addr, path, true, wait)
+			if !errors.Is(err, errStale) {
+				return a, err
+			}
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
 	conn, err := c.dial(dctx, "tcp", addr)
 	cancel()
 	if err != nil {
-		return 0, nil, &dialError{err: err}
+		return answer{}, &dialError{err: err}
 	}
-	return c.exchange(ctx, newKeptConn(conn), addr, path, false)
+	return c.exchange(ctx, newKeptConn(conn), addr, path, false, wait)
 }
 
-// exchange makes one request on kc and keeps kc for the next one when the
-// answer allows it; it closes kc otherwise.
-func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path string, reused bool) (int, []byte, error) {
+// exchange makes one request on kc, or reads the answer to the one waiting
+// on it, and keeps kc for the next one when the answer allows it (or, with
+// wait, when the request timed out before any byte came); it closes kc
+// otherwise.
+func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path string, reused, wait bool) (answer, error) {
 	keep := false
 	defer func() {
 		if keep {
@@ -127,26 +171,40 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 	}
 	stop := context.AfterFunc(ctx, func() { kc.SetDeadline(time.Unix(1, 0)) }) // shutting down: unblock
 	defer stop()
-	kc.budget.left = maxHealthzAnswer
-	if _, err := io.WriteString(kc, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
-		return 0, nil, c.failed(ctx, addr, err, reused)
+	a := answer{kept: kc.answered}
+	if kc.waiting != "" {
+		a.sent, kc.waiting = kc.sent, "" // its answer is the next on the wire
+	} else {
+		kc.budget.left = maxHealthzAnswer
+		kc.sent = c.now()
+		if _, err := io.WriteString(kc, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
+			return answer{}, c.failed(ctx, addr, err, reused)
+		}
 	}
 	if _, err := kc.r.Peek(1); err != nil {
-		return 0, nil, c.failed(ctx, addr, err, reused)
+		err = c.failed(ctx, addr, err, reused)
+		if wait && errors.Is(err, context.DeadlineExceeded) && kc.r.Buffered() == 0 {
+			// Nothing of the answer came: it may still come, on this
+			// connection, to the next poll.
+			kc.waiting, keep = path, true
+		}
+		return answer{}, err
 	}
 	resp, err := http.ReadResponse(kc.r, nil)
 	if err != nil {
-		return 0, nil, c.failed(ctx, addr, err, false)
+		return answer{}, c.failed(ctx, addr, err, false)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthzBody))
 	resp.Body.Close()
 	if err != nil {
-		return 0, nil, c.failed(ctx, addr, err, false)
+		return answer{}, c.failed(ctx, addr, err, false)
 	}
 	// Kept only when the answer was read to its end and the node keeps the
 	// connection open.
 	keep = !resp.Close && len(body) < maxHealthzBody
-	return resp.StatusCode, body, nil
+	kc.answered = true
+	a.status, a.body = resp.StatusCode, body
+	return a, nil
 }
 
 // failed names a failure on an open connection: a timeout as

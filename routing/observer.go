@@ -65,6 +65,7 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 	// (closed once the node confirmed). Keeping none cost more: a dial per
 	// poll slowed the rounds, and confirmation, under load.
 	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
+	hc.now = clk.Now
 	return &Observer{
 		cfg:    cfg,
 		rule:   rule{minSync: cfg.MinSyncPeriod, allowance: cfg.SyncAllowance, lag: cfg.lag()},

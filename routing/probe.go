@@ -58,7 +58,7 @@ func pickMode(ctx context.Context, client API, id Identity, port int, dial dialF
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
 	o := &Observer{cfg: Config{RequestTimeout: time.Second}, clock: clock.RealClock{}, http: newHealthzClient(dial, 500*time.Millisecond)}
 	defer o.http.CloseIdleConnections()
-	if _, _, _, err := o.fetchHealthz(ctx, addr); err != nil {
+	if _, _, _, _, err := o.fetchHealthz(ctx, addr); err != nil {
 		return ModeEndpointSlices, fmt.Sprintf("kube-proxy healthz of node %s: %v", id.NodeName, err)
 	}
 	return ModeKubeProxy, fmt.Sprintf("nodes can be listed and kube-proxy healthz of node %s at %s answers with per-family status", id.NodeName, addr)

@@ -53,7 +53,7 @@ func (o *Observer) confirmRound(ctx context.Context) {
 
 // pollNode reads one node's healthz and records what it said.
 func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
-	h, sent, received, err := o.fetchHealthz(ctx, n.addr)
+	h, sent, received, kept, err := o.fetchHealthz(ctx, n.addr)
 	if ctx.Err() != nil {
 		return // shutting down: what the node said before stands
 	}
@@ -73,7 +73,7 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 		}
 		return
 	}
-	n.record(h, sent, received, o.rule.allowance)
+	n.record(h, sent, received, o.rule.allowance, kept)
 	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
 		// Not asked again unless a later withdrawal needs it: its kept

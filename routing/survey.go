@@ -232,7 +232,7 @@ func probeKubeProxies(ctx context.Context, client API, port int, dial dialFunc) 
 
 // probeNode asks one node's healthz and fills n from the answer.
 func (o *Observer) probeNode(ctx context.Context, n NodeHealth) NodeHealth {
-	h, _, _, err := o.fetchHealthz(ctx, n.Addr)
+	h, _, _, _, err := o.fetchHealthz(ctx, n.Addr)
 	if err != nil {
 		n.Err = err.Error()
 		if pe, ok := err.(*pollError); ok {
