@@ -82,6 +82,10 @@ func (f fault) String() string {
 	return s
 }
 
+// apiSettle is how long an apiserver restart's fault lasts after the
+// apiserver is ready again.
+const apiSettle = 15 * time.Second
+
 // drainSpan is where a rollout's drains usually are, from the first
 // delete: the second pod is deleted about a second after the first, and a
 // routed-away drain lasts 1–2 s.
@@ -169,7 +173,14 @@ func (in *injector) apply(f fault, h *k8stest.Harness, pods []*benchPod) error {
 	case faultAPIRestart:
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		return h.RestartAPIServer(ctx)
+		if err := h.RestartAPIServer(ctx); err != nil {
+			return err
+		}
+		// The control plane's clients (kube-proxy, the controllers) come
+		// back with client-go's backoff, up to ~13 s after an outage this
+		// long: the next rollout starts on a settled cluster.
+		time.Sleep(apiSettle)
+		return nil
 	case faultFilter:
 		table := fmt.Sprintf("hapsuper-campaign-%d", f.node)
 		if err := n.NFT(fmt.Sprintf("table ip %s {\n\tchain in { type filter hook input priority -10; policy accept; tcp dport %d drop; }\n}\n", table, k8stest.HealthzPort)); err != nil {
@@ -301,9 +312,9 @@ func campaignMerged(ds []campaignDrain, parts []string) string {
 func campaignBody(ds []campaignDrain) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The rollout benchmark's setup (two nodes, kube-proxy in the mode the flags name, a ClusterIP Service over two pods of HAProxy 2.6 under hapsuper, routing kube-proxy, clients in both node namespaces); "+
-		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete (four in five within the first %v, where the drains are, the others up to the bound), the timed ones lasting 0.5–5 s (a slow first sync: kube-proxy restarted while its node cannot reach the apiserver, for that long; an apiserver restart: SIGTERM, start, ready). "+
+		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete (four in five within the first %v, where the drains are, the others up to the bound), the timed ones lasting 0.5–5 s (a slow first sync: kube-proxy restarted while its node cannot reach the apiserver, for that long; an apiserver restart: SIGTERM, start, ready, then %v for its clients to come back before the next rollout). "+
 		"Late = requests on fresh connections sent after hapsuper's `routing state=withdrawn` and answered by the stopping pod; audited = the late arrivals hapsuper's own audit counted.\n\n",
-		joinKinds(), drainSpan)
+		joinKinds(), drainSpan, apiSettle)
 	rollouts, failed, late, audited, claimed := 0, 0, 0, 0, 0
 	seen := map[int]bool{}
 	reasons := map[string]int{}

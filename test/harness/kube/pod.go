@@ -55,9 +55,9 @@ type Hapsuper struct {
 }
 
 // StartHapsuper starts hapsuper over /usr/sbin/haproxy in pod, with the
-// env's kubeconfig, JSON logs and its sockets in dir, and waits (15 s at
-// most each) for "haproxy ready" and, with routing, "routing watch
-// synced". The pod is not Ready yet.
+// env's kubeconfig, JSON logs and its sockets in dir, and waits for
+// "haproxy ready" (15 s at most) and, with routing, "routing watch synced"
+// (45 s). The pod is not Ready yet.
 func (e *Env) StartHapsuper(t harness.TB, pod *k8stest.Pod, dir string, o Hapsuper) *Container {
 	t.Helper()
 	argv := []string{e.Bin,
@@ -74,8 +74,14 @@ func (e *Env) StartHapsuper(t harness.TB, pod *k8stest.Pod, dir string, o Hapsup
 		msgs = append(msgs, "routing watch synced")
 	}
 	for _, msg := range msgs {
-		if _, ok := c.Wait(msg, nil, 15*time.Second, c.Done()); !ok {
-			t.Fatalf("pod %s: no %q in hapsuper's log within 15s (exited: %v); log:\n%s", pod.Name, msg, c.Exited(), c.Tail(30))
+		// The watch syncs late after an apiserver restart: client-go's
+		// reflector retries with a backoff doubling from 0.8 s to 30 s.
+		wait := 15 * time.Second
+		if msg == "routing watch synced" {
+			wait = 45 * time.Second
+		}
+		if _, ok := c.Wait(msg, nil, wait, c.Done()); !ok {
+			t.Fatalf("pod %s: no %q in hapsuper's log within %v (exited: %v); log:\n%s", pod.Name, msg, wait, c.Exited(), c.Tail(30))
 		}
 	}
 	return c
