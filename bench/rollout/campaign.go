@@ -233,6 +233,21 @@ type campaignDrain struct {
 	audited int // late arrivals hapsuper's audit counted (from its detail)
 }
 
+// withdrawnRollouts are the rollouts whose every drain ended with a
+// withdrawn verdict (routed-away or lb-marked-down).
+func withdrawnRollouts(ds []campaignDrain) map[int]bool {
+	out := map[int]bool{}
+	for _, d := range ds {
+		if _, seen := out[d.rollout]; !seen {
+			out[d.rollout] = true
+		}
+		if d.pod.reason != "routed-away" && d.pod.reason != "lb-marked-down" {
+			out[d.rollout] = false
+		}
+	}
+	return out
+}
+
 // claimedTooMuch: routed-away (or lb-marked-down) with requests on fresh
 // connections reaching the pod after the verdict.
 func (d campaignDrain) claimedTooMuch() bool {
@@ -315,14 +330,18 @@ func campaignBody(ds []campaignDrain) string {
 		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete (four in five within the first %v, where the drains are, the others up to the bound), the timed ones lasting 0.5–5 s (a slow first sync: kube-proxy restarted while its node cannot reach the apiserver, for that long; an apiserver restart: SIGTERM, start, ready, then %v for its clients to come back before the next rollout). "+
 		"Late = requests on fresh connections sent after hapsuper's `routing state=withdrawn` and answered by the stopping pod; audited = the late arrivals hapsuper's own audit counted.\n\n",
 		joinKinds(), drainSpan, apiSettle)
-	rollouts, failed, late, audited, claimed := 0, 0, 0, 0, 0
+	rollouts, failed, failedClaimed, late, audited, claimed := 0, 0, 0, 0, 0, 0
 	seen := map[int]bool{}
 	reasons := map[string]int{}
+	withdrawn := withdrawnRollouts(ds)
 	for _, d := range ds {
 		if !seen[d.rollout] {
 			seen[d.rollout] = true
 			rollouts++
 			failed += d.failed
+			if withdrawn[d.rollout] {
+				failedClaimed += d.failed
+			}
 		}
 		if d.pod.late > 0 {
 			late += d.pod.late
@@ -333,8 +352,9 @@ func campaignBody(ds []campaignDrain) string {
 		}
 		reasons[d.pod.reason]++
 	}
-	b.WriteString("| drains | rollouts | failed requests | late requests on fresh connections | drains routed-away with late requests | late arrivals the audit counted | verdicts |\n|--:|--:|--:|--:|--:|--:|---|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %s |\n", len(ds), rollouts, failed, late, claimed, audited, counts(reasons))
+	b.WriteString("| drains | rollouts | failed requests | of them in rollouts whose every drain ended routed-away | late requests on fresh connections | drains routed-away with late requests | late arrivals the audit counted | verdicts |\n|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %s |\n", len(ds), rollouts, failed, failedClaimed, late, claimed, audited, counts(reasons))
+	b.WriteString("\nA drain that ends `bound` soft-stops while some node may still route to the pod: the requests such a node then sends are refused, and the verdict says so. Failed requests in a rollout whose every drain ended routed-away would be hapsuper's to answer for.\n")
 
 	b.WriteString("\n## Verdicts per fault\n\nA drain counts under every fault of its rollout (\"none\": a rollout without faults).\n\n| fault | drains | verdicts | failed requests (of their rollouts) | late requests |\n|---|--:|---|--:|--:|\n")
 	for _, k := range append([]faultKind{"none"}, faultKinds...) {
@@ -363,8 +383,12 @@ func campaignBody(ds []campaignDrain) string {
 			continue
 		}
 		any = true
-		fmt.Fprintf(&b, "- rollout %d, seed %d (`-campaign 1 -campaign-seed %d`), %s, %s: %s; %d failed requests in the rollout, %d late, audit %d; faults: %s\n",
-			d.rollout, d.seed, d.seed, d.pat, d.pod.name, d.pod.reason, d.failed, d.pod.late, d.audited, faultList(d.faults))
+		detail := d.pod.detail
+		if r := []rune(detail); len(r) > 240 {
+			detail = string(r[:240]) + "…"
+		}
+		fmt.Fprintf(&b, "- rollout %d, seed %d (`-campaign 1 -campaign-seed %d`), %s, %s: %s (%s); %d failed requests in the rollout, %d late, audit %d; faults: %s\n",
+			d.rollout, d.seed, d.seed, d.pat, d.pod.name, d.pod.reason, detail, d.failed, d.pod.late, d.audited, faultList(d.faults))
 	}
 	if !any {
 		b.WriteString("none.\n")

@@ -118,23 +118,25 @@ func needRootAndHAProxy(t *testing.T) {
 }
 
 // TestCampaignSmoke runs a campaign of 4 drains (2 rollouts, seeded: the
-// same faults every run) and checks its table: 4 drains, no failed request,
-// no drain routed-away with a late request on a fresh connection, and the
-// per-fault table.
+// same faults every run, kube-proxy and the apiserver frozen among them) and
+// checks its table: 4 drains, no failed request in a rollout whose drains
+// all ended routed-away, no drain routed-away with a late request on a
+// fresh connection, and the per-fault table.
 func TestCampaignSmoke(t *testing.T) {
-	o := options{grace: 20 * time.Second, campaign: 4, seed: 20261202}
+	o := options{grace: 20 * time.Second, campaign: 4, seed: 20261207}
 	table := runSmoke(t, o, "", filepath.Join(t.TempDir(), "CAMPAIGN.md"))
-	row := regexp.MustCompile(`(?m)^\| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (.+) \|$`).FindSubmatch(table)
+	row := regexp.MustCompile(`(?m)^\| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (.+) \|$`).FindSubmatch(table)
 	if row == nil {
 		t.Fatalf("no totals row in the campaign table:\n%s", table)
 	}
 	if string(row[1]) != "4" || string(row[2]) != "2" {
 		t.Errorf("campaign: %s drains in %s rollouts, want 4 in 2:\n%s", row[1], row[2], table)
 	}
-	if string(row[3]) != "0" || string(row[5]) != "0" {
-		t.Errorf("campaign: %s failed requests, %s drains routed-away with late requests; want 0 and 0:\n%s", row[3], row[5], table)
+	if string(row[4]) != "0" || string(row[6]) != "0" {
+		t.Errorf("campaign: %s failed requests in rollouts ended routed-away, %s drains routed-away with late requests; want 0 and 0:\n%s", row[4], row[6], table)
 	}
-	if !bytes.Contains(table, []byte("## Verdicts per fault")) || !bytes.Contains(table, []byte("| kube-proxy frozen |")) {
-		t.Errorf("campaign table lacks the verdicts per fault:\n%s", table)
+	t.Logf("campaign smoke: %s failed requests in all (a drain ending bound may have some), verdicts %s", row[3], row[8])
+	if !bytes.Contains(table, []byte("## Verdicts per fault")) || !bytes.Contains(table, []byte("| kube-proxy frozen | 2 |")) {
+		t.Errorf("campaign table lacks the verdicts per fault, or the drains of the kube-proxy freezes the seed draws:\n%s", table)
 	}
 }
