@@ -299,7 +299,7 @@ func (s Settings) attrs() []slog.Attr {
 		slog.String("margin", s.Margin.String()),
 		slog.String("max-wait", s.MaxWait.String()),
 		slog.String("quiet-period", s.QuietPeriod.String()),
-		slog.String("withdrawn-quiet-period", s.withdrawnQuietText()),
+		slog.String("withdrawn-quiet-period", s.WithdrawnQuietText()),
 		slog.String("poll-interval", s.PollInterval.String()),
 		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
 		slog.String("master-socket", s.MasterSocket),
@@ -370,18 +370,15 @@ func (s Settings) WithdrawnQuiet(mode string) time.Duration {
 	return min(max(WithdrawnQuietFloor, s.InFlightWindow()), s.QuietPeriod)
 }
 
-// withdrawnQuietText is the withdrawn quiet period as the start line and
-// `hapsuper check` say it before the mode is known.
-func (s Settings) withdrawnQuietText() string {
+// WithdrawnQuietText is the withdrawn quiet period as the start line and
+// `hapsuper check` say it, before auto has picked a mode.
+func (s Settings) WithdrawnQuietText() string {
 	kp, other := s.WithdrawnQuiet(RoutingKubeProxy), s.WithdrawnQuiet(RoutingOff)
 	if s.Routing != RoutingAuto || kp == other {
 		return s.WithdrawnQuiet(s.Routing).String()
 	}
 	return fmt.Sprintf("%v with routing kube-proxy, else %v", kp, other)
 }
-
-// WithdrawnQuietText is withdrawnQuietText for `hapsuper check`.
-func (s Settings) WithdrawnQuietText() string { return s.withdrawnQuietText() }
 
 // InFlightWindow is how long after a withdrawn verdict new connections are
 // still expected (drain.Settings.InFlightWindow): a connection accepted
