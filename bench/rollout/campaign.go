@@ -231,6 +231,15 @@ type campaignDrain struct {
 	pod     podResult
 	failed  int // failed requests of the rollout (both drains)
 	audited int // late arrivals hapsuper's audit counted (from its detail)
+	// rulesGone is when, after the delete, the last node's rules dropped
+	// the pod (-1: not within the grace period); ended when the drain ended.
+	rulesGone, ended time.Duration
+}
+
+// needlessBound: a drain that ended at the bound although every node's
+// rules had dropped the pod at least a second before.
+func (d campaignDrain) needlessBound() bool {
+	return d.pod.reason == "bound" && d.rulesGone >= 0 && d.ended-d.rulesGone >= time.Second
 }
 
 // withdrawnRollouts are the rollouts whose every drain ended with a
@@ -283,7 +292,10 @@ func (r *runner) runCampaign(ctx context.Context, n int, seed uint64, checkpoint
 		}
 		r.progress(res, time.Since(began))
 		for _, p := range res.pods {
-			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed()}
+			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed(), rulesGone: -1, ended: p.ended.Sub(p.deleted)}
+			if gone := lastOf(p.nodeRules); !gone.IsZero() {
+				d.rulesGone = gone.Sub(p.deleted)
+			}
 			if m := auditedRe.FindStringSubmatch(p.detail); m != nil {
 				d.audited, _ = strconv.Atoi(m[1])
 			}
@@ -355,6 +367,25 @@ func campaignBody(ds []campaignDrain) string {
 	b.WriteString("| drains | rollouts | failed requests | of them in rollouts whose every drain ended routed-away | late requests on fresh connections | drains routed-away with late requests | late arrivals the audit counted | verdicts |\n|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %s |\n", len(ds), rollouts, failed, failedClaimed, late, claimed, audited, counts(reasons))
 	b.WriteString("\nA drain that ends `bound` soft-stops while some node may still route to the pod: the requests such a node then sends are refused, and the verdict says so. Failed requests in a rollout whose every drain ended routed-away would be hapsuper's to answer for.\n")
+
+	var bounds, needless []campaignDrain
+	for _, d := range ds {
+		if d.pod.reason == "bound" {
+			bounds = append(bounds, d)
+			if d.needlessBound() {
+				needless = append(needless, d)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\n%d drains ended at the bound; in %d of them every node's rules had dropped the pod at least 1 s before (a needless bound: hapsuper could not prove it)", len(bounds), len(needless))
+	if len(needless) > 0 {
+		var ex []string
+		for _, d := range needless[:min(len(needless), 8)] {
+			ex = append(ex, fmt.Sprintf("rollout %d %s: rules gone at +%.1fs, bound at +%.1fs, faults: %s", d.rollout, d.pod.name, d.rulesGone.Seconds(), d.ended.Seconds(), faultList(d.faults)))
+		}
+		fmt.Fprintf(&b, ": %s", strings.Join(ex, "; "))
+	}
+	b.WriteString(".\n")
 
 	b.WriteString("\n## Verdicts per fault\n\nA drain counts under every fault of its rollout (\"none\": a rollout without faults).\n\n| fault | drains | verdicts | failed requests (of their rollouts) | late requests |\n|---|--:|---|--:|--:|\n")
 	for _, k := range append([]faultKind{"none"}, faultKinds...) {
