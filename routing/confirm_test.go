@@ -526,3 +526,24 @@ func TestConfirmSilenceOnTheKeptConnection(t *testing.T) {
 		t.Errorf("%d new requests for the waiting one's answer, want 0: it was read where it waited", n)
 	}
 }
+
+// kube-proxy restarted between two polls: no poll failed, but the
+// connection that answered before was closed by the node (kube-proxy's
+// server keeps idle connections open: only its end closes them). The new
+// instance's start stamp must not confirm, as after a refused poll; the
+// sync after it does. Found by the fault campaign: a restart 0.6 s after
+// the delete, before the old instance synced, was confirmed on the new
+// one's start stamp and a fresh connection reached the pod after the
+// verdict.
+func TestConfirmRestartBetweenPolls(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second)
+	expect(t, s.round(100*ms), drain.RoutingPending, "no sync since the change")
+	s.servers["n2"].CloseClientConnections() // the old instance is gone
+	s.syncsAt("n2", -5*time.Second, 1300*ms) // the new instance's start stamp
+	for _, off := range []time.Duration{1400 * ms, 1600 * ms} {
+		expect(t, s.round(off), drain.RoutingPending, "may be a restarted kube-proxy's start, not a sync")
+	}
+	s.syncsAt("n2", -5*time.Second, 1300*ms, 1800*ms) // its first sync
+	expect(t, s.round(1900*ms), drain.RoutingWithdrawn)
+}

@@ -93,33 +93,35 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // fetchHealthz asks one node's kube-proxy. sent and received bracket the
 // exchange in the observer's clock (sent is an earlier poll's, when this
-// one read the answer to that poll's timed-out request); kept says the
-// answer came over a connection that had carried one before, from the
-// same kube-proxy process. A nil error with ctx ended is not returned: the
-// caller checks ctx.
-func (o *Observer) fetchHealthz(ctx context.Context, addr string) (h healthz, sent, received time.Time, kept bool, err error) {
+// one read the answer to that poll's timed-out request); via says how the
+// answer came: on a connection that had carried one before (the same
+// kube-proxy process), or on a new one because the node had closed that
+// connection (possibly a new process). A nil error with ctx ended is not
+// returned: the caller checks ctx.
+func (o *Observer) fetchHealthz(ctx context.Context, addr string) (h healthz, sent, received time.Time, via answer, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
 	defer cancel()
 	sent = o.clock.Now()
 	a, err := o.http.poll(ctx, addr)
 	if err != nil {
-		return healthz{}, sent, received, false, classify(addr, err, o.cfg.RequestTimeout)
+		return healthz{}, sent, received, answer{}, classify(addr, err, o.cfg.RequestTimeout)
 	}
 	received = o.clock.Now()
 	if !a.sent.IsZero() {
 		sent = a.sent
 	}
-	status, body, kept := a.status, a.body, a.kept
+	status, body := a.status, a.body
+	via = answer{kept: a.kept, reconnected: a.reconnected}
 	// kube-proxy answers 503 with the same body when unhealthy or when its
 	// node is being deleted: the per-family status still holds.
 	if status != http.StatusOK && status != http.StatusServiceUnavailable {
-		return healthz{}, sent, received, kept, &pollError{msg: fmt.Sprintf("healthz at %s answered HTTP %d: not kube-proxy", addr, status)}
+		return healthz{}, sent, received, via, &pollError{msg: fmt.Sprintf("healthz at %s answered HTTP %d: not kube-proxy", addr, status)}
 	}
 	h, err = parseHealthz(body)
 	if err != nil {
-		return healthz{}, sent, received, kept, &pollError{msg: fmt.Sprintf("healthz at %s: %v", addr, err)}
+		return healthz{}, sent, received, via, &pollError{msg: fmt.Sprintf("healthz at %s: %v", addr, err)}
 	}
-	return h, sent, received, kept, nil
+	return h, sent, received, via, nil
 }
 
 // classify sorts a transport error: no connection → unverified; connected,

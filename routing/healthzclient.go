@@ -59,6 +59,10 @@ type answer struct {
 	// kept: the connection had carried an answer before this one, so the
 	// same process answered both.
 	kept bool
+	// reconnected: the node had closed the connection that answered
+	// before (kube-proxy's server keeps idle connections open: its process
+	// may have been restarted) and this answer came on a new one.
+	reconnected bool
 }
 
 func newKeptConn(conn net.Conn) *keptConn {
@@ -132,6 +136,7 @@ func (c *healthzClient) poll(ctx context.Context, addr string) (answer, error) {
 // ask sends path on addr's kept connection, else a new one; with wait, a
 // timed-out request's connection is kept for its late answer.
 func (c *healthzClient) ask(ctx context.Context, addr, path string, wait bool) (answer, error) {
+	stale := false
 	if kc := c.take(addr); kc != nil {
 		if kc.waiting != "" && (!wait || kc.waiting != path) {
 			kc.Close() // another caller's request is outstanding on it
@@ -140,6 +145,7 @@ func (c *healthzClient) ask(ctx context.Context, addr, path string, wait bool) (
 			if !errors.Is(err, errStale) {
 				return a, err
 			}
+			stale = kc.answered
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
@@ -148,7 +154,9 @@ func (c *healthzClient) ask(ctx context.Context, addr, path string, wait bool) (
 	if err != nil {
 		return answer{}, &dialError{err: err}
 	}
-	return c.exchange(ctx, newKeptConn(conn), addr, path, false, wait)
+	a, err := c.exchange(ctx, newKeptConn(conn), addr, path, false, wait)
+	a.reconnected = stale
+	return a, err
 }
 
 // exchange makes one request on kc, or reads the answer to the one waiting

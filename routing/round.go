@@ -53,7 +53,7 @@ func (o *Observer) confirmRound(ctx context.Context) {
 
 // pollNode reads one node's healthz and records what it said.
 func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
-	h, sent, received, kept, err := o.fetchHealthz(ctx, n.addr)
+	h, sent, received, via, err := o.fetchHealthz(ctx, n.addr)
 	if ctx.Err() != nil {
 		return // shutting down: what the node said before stands
 	}
@@ -73,7 +73,13 @@ func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
 		}
 		return
 	}
-	n.record(h, sent, received, o.rule.allowance, kept)
+	if via.reconnected {
+		// kube-proxy's server does not close idle connections: the
+		// process that answered on the one it closed may be gone, and a
+		// new lastUpdated a restarted instance's start stamp.
+		n.failed = true
+	}
+	n.record(h, sent, received, o.rule.allowance, via.kept)
 	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
 		// Not asked again unless a later withdrawal needs it: its kept
