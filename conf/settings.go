@@ -59,6 +59,8 @@ const (
 	DefaultKubeProxyHealthzPort = 10256
 	// DefaultKubeProxyMinSyncPeriod is kube-proxy's own minSyncPeriod default.
 	DefaultKubeProxyMinSyncPeriod = time.Second
+	// DefaultPollInterval is --poll-interval's default.
+	DefaultPollInterval = 100 * time.Millisecond
 	// DefaultKubeProxySyncAllowance is --kube-proxy-sync-allowance's default.
 	DefaultKubeProxySyncAllowance = 250 * time.Millisecond
 )
@@ -101,7 +103,7 @@ func defaults() Settings {
 		GracePeriod:  30 * time.Second,
 		QuietPeriod:  2 * time.Second,
 		Margin:       2 * time.Second,
-		PollInterval: 100 * time.Millisecond,
+		PollInterval: DefaultPollInterval,
 		MasterSocket: "/var/run/hapsuper/master.sock",
 		StatusSocket: DefaultStatusSocket,
 		OverrideFile: "/var/run/hapsuper/override.cfg",
