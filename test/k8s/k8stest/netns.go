@@ -84,7 +84,7 @@ func dialIn(netns string) func(ctx context.Context, network, addr string) (net.C
 		var conn net.Conn
 		err := inNetNS(netns, func() error {
 			var err error
-			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			conn, err = dialFrom(ctx, netns, network, addr)
 			return err
 		})
 		return conn, err

@@ -1,0 +1,73 @@
+package k8stest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// The harness's clients take their TCP source ports in turn, per network
+// namespace, instead of leaving the choice to the kernel.
+//
+// Why: a client on a node reaches a ClusterIP through kube-proxy's DNAT and
+// masquerade (fully random source port). The kernel's connect() reuses a
+// source port within seconds (seen after 32 s at 25 connections/s); the
+// node's conntrack then ends the old connection's TIME_WAIT entry at once
+// ("reopen"), which frees its masqueraded tuple long before the pod forgets
+// it (60 s of TIME_WAIT or FIN_WAIT2 there). When the masquerade later draws
+// that tuple again, the pod answers the SYN from its old socket: an ACK the
+// client resets and retries (harmless), or, from FIN_WAIT2, a RST: a
+// "connection refused" from a live, listening pod that has nothing to do with
+// a drain (1 request in ~12,000 under load, in TestDrain_Measure and
+// TestHarness_ClusterIPWithdrawal). Ports taken in turn over 30,000 values
+// come back after 300 s at 100 connections/s, longer than conntrack's
+// 120 s TIME_WAIT, so the node never frees a tuple a pod still holds.
+const (
+	firstSourcePort = 20000
+	lastSourcePort  = 49999
+)
+
+// sourcePorts is the next port per namespace.
+var sourcePorts = struct {
+	sync.Mutex
+	next map[string]int
+}{next: map[string]int{}}
+
+// nextSourcePort returns the port after last in the harness's range, wrapping
+// at its end (last 0: the first one).
+func nextSourcePort(last int) int {
+	if last < firstSourcePort || last >= lastSourcePort {
+		return firstSourcePort
+	}
+	return last + 1
+}
+
+// takeSourcePort hands out netns's next port.
+func takeSourcePort(netns string) int {
+	sourcePorts.Lock()
+	defer sourcePorts.Unlock()
+	p := nextSourcePort(sourcePorts.next[netns])
+	sourcePorts.next[netns] = p
+	return p
+}
+
+// dialFrom dials addr from the namespace's next free source port (TCP; other
+// networks as the kernel chooses). A port still held by one of the
+// namespace's sockets (EADDRINUSE) is skipped; after 64 of them the kernel
+// chooses.
+func dialFrom(ctx context.Context, netns, network, addr string) (net.Conn, error) {
+	if !strings.HasPrefix(network, "tcp") {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	for range 64 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{Port: takeSourcePort(netns)}}
+		conn, err := d.DialContext(ctx, network, addr)
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return conn, err
+		}
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}
