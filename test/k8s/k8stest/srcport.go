@@ -22,12 +22,14 @@ import (
 // client resets and retries (harmless), or, from FIN_WAIT2, a RST: a
 // "connection refused" from a live, listening pod that has nothing to do with
 // a drain (1 request in ~12,000 under load, in TestDrain_Measure and
-// TestHarness_ClusterIPWithdrawal). Ports taken in turn over 30,000 values
-// come back after 300 s at 100 connections/s, longer than conntrack's
-// 120 s TIME_WAIT, so the node never frees a tuple a pod still holds.
+// TestHarness_ClusterIPWithdrawal). Ports taken in turn over 28,000 values
+// come back after 280 s at 100 connections/s, longer than conntrack's
+// 120 s TIME_WAIT, so the node never frees a tuple a pod still holds. The
+// range lies above the NodePort range (30000-32767), where kube-proxy
+// listens for a Service's health check node port in the node's namespace.
 const (
-	firstSourcePort = 20000
-	lastSourcePort  = 49999
+	firstSourcePort = 33000
+	lastSourcePort  = 60999
 )
 
 // sourcePorts is the next port per namespace.

@@ -15,10 +15,15 @@ func TestNextSourcePort(t *testing.T) {
 		{lastSourcePort - 1, lastSourcePort},
 		{lastSourcePort, firstSourcePort},
 		{65000, firstSourcePort},
+		{31000, firstSourcePort}, // the NodePort range is never used
 	} {
 		if got := nextSourcePort(c.last); got != c.want {
 			t.Errorf("nextSourcePort(%d) = %d, want %d", c.last, got, c.want)
 		}
+	}
+	// kube-proxy listens on health check node ports in the node's namespace.
+	if firstSourcePort <= 32767 && lastSourcePort >= 30000 {
+		t.Errorf("source ports %d-%d overlap the NodePort range 30000-32767", firstSourcePort, lastSourcePort)
 	}
 	// A port comes back only after conntrack's TIME_WAIT (120 s) has ended
 	// the node's entry for it, at 100 connections/s.
