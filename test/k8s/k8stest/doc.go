@@ -30,8 +30,8 @@
 //	pod ns       eth0 an address of its node's /20 as /32, default route to its node (proxy ARP)
 //
 // Clients the harness dials from a node or a pod take their TCP source ports
-// in turn (srcport.go), so that kube-proxy's masquerade never meets a tuple a
-// pod still holds in TIME_WAIT.
+// in turn (srcport.go), and pods keep no TIME_WAIT sockets, so that
+// kube-proxy's masquerade never meets a tuple a pod still holds.
 //
 // Everything a harness creates is removed by t.Cleanup, on failure too; a
 // harness started after a crashed run removes that run's namespaces,

@@ -120,7 +120,14 @@ func (p *Pod) makeNetwork(host int) error {
 	); err != nil {
 		return err
 	}
-	return writeSysctl(node, "net.ipv4.conf."+veth+".proxy_arp", "1")
+	if err := writeSysctl(node, "net.ipv4.conf."+veth+".proxy_arp", "1"); err != nil {
+		return err
+	}
+	// The pod keeps no TIME_WAIT or FIN_WAIT2 sockets: a node's conntrack
+	// can forget a masqueraded tuple while the pod still holds it (see
+	// srcport.go), and the pod's old socket would then answer a new SYN
+	// with an ACK or a RST (a refused request from a live pod).
+	return writeSysctl(p.NetNS, "net.ipv4.tcp_max_tw_buckets", "0")
 }
 
 // ServeHTTP serves handler on port inside the pod's network namespace until

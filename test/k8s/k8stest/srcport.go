@@ -13,20 +13,24 @@ import (
 // namespace, instead of leaving the choice to the kernel.
 //
 // Why: a client on a node reaches a ClusterIP through kube-proxy's DNAT and
-// masquerade (fully random source port). The kernel's connect() reuses a
-// source port within seconds (seen after 32 s at 25 connections/s); the
-// node's conntrack then ends the old connection's TIME_WAIT entry at once
-// ("reopen"), which frees its masqueraded tuple long before the pod forgets
-// it (60 s of TIME_WAIT or FIN_WAIT2 there). When the masquerade later draws
-// that tuple again, the pod answers the SYN from its old socket: an ACK the
-// client resets and retries (harmless), or, from FIN_WAIT2, a RST: a
-// "connection refused" from a live, listening pod that has nothing to do with
-// a drain (1 request in ~12,000 under load, in TestDrain_Measure and
-// TestHarness_ClusterIPWithdrawal). Ports taken in turn over 28,000 values
-// come back after 280 s at 100 connections/s, longer than conntrack's
-// 120 s TIME_WAIT, so the node never frees a tuple a pod still holds. The
-// range lies above the NodePort range (30000-32767), where kube-proxy
-// listens for a Service's health check node port in the node's namespace.
+// masquerade (fully random source port). The node's conntrack ends a
+// connection's TIME_WAIT entry at once when a new connection needs one of
+// its tuples: the kernel's connect() reusing the client's source port
+// (seen after 32 s at 25 connections/s), or any client port equal to a
+// port the masquerade drew. That frees the masqueraded tuple while the pod
+// still holds it (60 s of TIME_WAIT or FIN_WAIT2 there); when the
+// masquerade draws it again, the pod's old socket answers the SYN: an ACK
+// the client resets and retries, or, from FIN_WAIT2, a RST: a "connection
+// refused" from a live, listening pod that has nothing to do with a drain
+// (1 request in ~12,000 under load, in TestDrain_Measure and
+// TestHarness_ClusterIPWithdrawal; conntrack -E showed 6 and 10 such
+// resets per TestDrain_Measure run). Ports taken in turn over 28,000
+// values come back after 280 s at 100 connections/s, past conntrack's
+// 120 s TIME_WAIT, which removes the reuse (1-2 resets per run were left,
+// from masquerade draws); pods keep no TIME_WAIT sockets (pod.go), which
+// removes what is left. The range lies above the NodePort range
+// (30000-32767), where kube-proxy listens for a Service's health check
+// node port in the node's namespace.
 const (
 	firstSourcePort = 33000
 	lastSourcePort  = 60999
