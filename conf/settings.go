@@ -390,3 +390,19 @@ func (s Settings) WithdrawnQuietText() string {
 func (s Settings) InFlightWindow() time.Duration {
 	return s.KubeProxySyncAllowance + 2*s.PollInterval
 }
+
+// AuditWindow is how long after a withdrawn verdict the self-audit expects
+// new connections in the routing mode the drain runs in (auto resolved). In
+// kube-proxy mode every node's rules are confirmed before the verdict: the
+// in-flight window. In every other mode the verdict comes from the API
+// before the nodes' rules change (kube-proxy syncs at most once per
+// minSyncPeriod, 1 s by default), and the connections their lag still
+// sends are expected for as long as the quiet period, which covers that
+// lag (WithdrawnQuiet): counting them as late would call every drain in
+// endpointslices mode unverified.
+func (s Settings) AuditWindow(mode string) time.Duration {
+	if mode == RoutingKubeProxy {
+		return s.InFlightWindow()
+	}
+	return max(s.InFlightWindow(), s.QuietPeriod)
+}

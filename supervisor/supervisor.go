@@ -362,7 +362,7 @@ func drainSettings(s conf.Settings, insp conf.Inspection, mode string) drain.Set
 		MaxWait:              s.MaxWait,
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
-		InFlightWindow:       s.InFlightWindow(),
+		InFlightWindow:       s.AuditWindow(mode),
 	}
 	ignored := set(s.IgnoreFrontends)
 	for _, fe := range insp.Frontends {

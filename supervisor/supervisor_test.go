@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 )
 
@@ -202,5 +203,17 @@ func TestNotifyListener(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("run did not return within 5s of close")
+	}
+}
+
+// A drain's audit expects new connections for the in-flight window in
+// kube-proxy mode, and for the quiet period in endpointslices mode, where
+// the verdict comes before kube-proxy's rules change.
+func TestDrainSettings_AuditWindowByMode(t *testing.T) {
+	s := conf.Settings{QuietPeriod: 2 * time.Second, PollInterval: 100 * time.Millisecond, KubeProxySyncAllowance: 250 * time.Millisecond}
+	for mode, want := range map[string]time.Duration{conf.RoutingKubeProxy: 450 * time.Millisecond, conf.RoutingEndpointSlices: 2 * time.Second} {
+		if got := drainSettings(s, conf.Inspection{}, mode).InFlightWindow; got != want {
+			t.Errorf("drainSettings in %s mode: audit window %v, want %v", mode, got, want)
+		}
 	}
 }
