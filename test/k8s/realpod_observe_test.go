@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
 )
@@ -161,15 +163,17 @@ func (w *podWatch) followLog(ctx context.Context, name string, p *realPod) {
 }
 
 // statusWhileDraining runs `hapsuper status --json` in the pod through exec
-// until it answers (the drain has just begun).
+// from its deletion on, until it answers a phase other than serving: the
+// deletion is seen here before the kubelet sends the stop signal (by up to a
+// second on this machine), and asked too early the pod still serves.
 func (w *podWatch) statusWhileDraining(ctx context.Context, name string, p *realPod) {
 	var out string
 	var err error
-	for try := 0; try < 10 && ctx.Err() == nil; try++ {
+	for try := 0; try < 30 && ctx.Err() == nil; try++ {
 		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		out, _, err = w.h.Exec(ectx, w.ns, name, "haproxy", "hapsuper", "status", "--json")
 		cancel()
-		if err == nil {
+		if err == nil && statusPhase(out) != string(drain.Serving) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -177,6 +181,17 @@ func (w *podWatch) statusWhileDraining(ctx context.Context, name string, p *real
 	p.mu.Lock()
 	p.status, p.statusErr = out, err
 	p.mu.Unlock()
+}
+
+// statusPhase is the phase `hapsuper status --json` printed, "" if none.
+func statusPhase(out string) string {
+	var st struct {
+		Phase string `json:"phase"`
+	}
+	if json.Unmarshal([]byte(out), &st) != nil {
+		return ""
+	}
+	return st.Phase
 }
 
 // inspect reads the container's process tree from the host: its first
