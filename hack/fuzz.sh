@@ -66,9 +66,13 @@ if [ ${#selected[@]} -eq 0 ]; then
 fi
 
 # fuzz_once runs one target for fuzztime into its log and returns go test's
-# exit code.
+# exit code. What it shows as it runs has go test's "--- FAIL:" lines
+# renamed, since a run may yet be made again: CI's summary counts those
+# lines as failed tests, and the one line that counts is printed once the
+# target's result is known (below).
 fuzz_once() {
-	go test -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" -parallel "$parallel" "$1" 2>&1 | tee "$3"
+	go test -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" -parallel "$parallel" "$1" 2>&1 | tee "$3" |
+		sed -u -E 's/^([[:space:]]*)--- FAIL: /\1--- fuzz run FAIL: /'
 	return "${PIPESTATUS[0]}"
 }
 
@@ -120,6 +124,7 @@ for t in "${selected[@]}"; do
 	fi
 	rows+=("$name|$pkg|$secs|${execs:-0}|$result$note")
 	echo "=== $name: $result after $secs, ${execs:-0} execs$note"
+	[ "$result" = PASS ] || echo "--- FAIL: $name ($pkg, hack/fuzz.sh)"
 done
 
 echo

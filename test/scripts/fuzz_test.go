@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -33,6 +34,9 @@ const (
 	fuzzRace = "fuzz: elapsed: 3s, execs: 31892 (0/sec), new interesting: 4 (total: 75)\n--- FAIL: FuzzSample (3.08s)\n    context deadline exceeded\nFAIL\nexit status 1\x001"
 	fuzzFind = "fuzz: elapsed: 1s, execs: 50 (50/sec)\n--- FAIL: FuzzSample (1.02s)\n    --- FAIL: FuzzSample (0.00s)\n        sample_test.go:10: context deadline exceeded\n\n    Failing input written to testdata/fuzz/FuzzSample/abc123\n    To re-run:\n    go test -run=FuzzSample/abc123\nFAIL\x001"
 )
+
+// failLine is what .ci/run counts as a failed test.
+var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL`)
 
 // TestFuzzScript_DeadlineRace runs hack/fuzz.sh on a stand-in go: the
 // coordinator's deadline race is run once more, and only once; a finding is
@@ -77,6 +81,11 @@ func TestFuzzScript_DeadlineRace(t *testing.T) {
 			}
 			if !strings.Contains(row, tc.wantRow) {
 				t.Errorf("table row %q does not say %q; output:\n%s", row, tc.wantRow, out)
+			}
+			// CI's summary counts these lines as failed tests: one for a
+			// target that failed, none for a race run again that passed.
+			if got := len(failLine.FindAllString(string(out), -1)); got != tc.wantCode {
+				t.Errorf("%d lines a summary counts as failed tests, want %d; output:\n%s", got, tc.wantCode, out)
 			}
 		})
 	}
