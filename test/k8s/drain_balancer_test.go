@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
@@ -103,10 +104,19 @@ func pauseAfter(at *atomic.Int64, d time.Duration) pauseFunc {
 	}
 }
 
+// lbLatestGap is the longest a drain may end after the balancer marked its
+// node down. Two things end it: the quiet after the last new connection (the
+// balancer's last, at the mark-down), and the window counted from the first
+// failing answer hapsuper saw, up to a poll after the node's health check
+// turned; the balancer marks the node down at the earliest (fall − 1) ×
+// inter after that turn, so the window can end up to window − (fall − 1) ×
+// inter + a poll after the mark-down. Plus half a second for hapsuper's tick.
+var lbLatestGap = max(lbQuiet, lbWindow-(lbFall-1)*lbInter+conf.DefaultPollInterval) + 500*time.Millisecond
+
 // checkMarkedDown asserts a drain that ended lb-marked-down after the
-// balancer marked the pod's node down and within the withdrawn quiet
-// period (+0.5 s) of it, with a detail naming the Service, the check, the
-// window and its source, and the last new connection.
+// balancer marked the pod's node down and within lbLatestGap of it, with a
+// detail naming the Service, the check, the window and its source, and the
+// last new connection.
 func checkMarkedDown(t *testing.T, lb *kube.Balancer, r drainRecord, node string) {
 	t.Helper()
 	checkReason(t, r, "lb-marked-down")
@@ -118,9 +128,9 @@ func checkMarkedDown(t *testing.T, lb *kube.Balancer, r drainRecord, node string
 	gap := r.Ended.Sub(down)
 	t.Logf("%s: balancer marked %s down +%v after the delete; drain ended %v after that", r.pod, node,
 		down.Sub(r.deleted).Round(time.Millisecond), gap.Round(time.Millisecond))
-	if gap < 0 || gap > lbQuiet+500*time.Millisecond {
-		t.Errorf("%s: drain ended %v after the balancer marked %s down: want within [0, withdrawn quiet %v + 0.5s]",
-			r.pod, gap.Round(time.Millisecond), node, lbQuiet)
+	if gap < 0 || gap > lbLatestGap {
+		t.Errorf("%s: drain ended %v after the balancer marked %s down: want within [0, %v] (the later of the withdrawn quiet %v and the window's end, + 0.5s)",
+			r.pod, gap.Round(time.Millisecond), node, lbLatestGap, lbQuiet)
 	}
 	for _, want := range []string{"default/web", "health check http://", "window 3s (--lb-health-check-window)", "last new connection"} {
 		if !strings.Contains(r.Detail, want) {
