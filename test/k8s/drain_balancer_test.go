@@ -9,6 +9,7 @@ package k8s_test
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -113,6 +114,10 @@ func pauseAfter(at *atomic.Int64, d time.Duration) pauseFunc {
 // inter + a poll after the mark-down. Plus half a second for hapsuper's tick.
 var lbLatestGap = max(lbQuiet, lbWindow-(lbFall-1)*lbInter+conf.DefaultPollInterval) + 500*time.Millisecond
 
+// failingFor finds, in a drain's detail, how long hapsuper had seen the
+// node's health check failing.
+var failingFor = regexp.MustCompile(`failing for ([0-9.]+s) \(`)
+
 // checkMarkedDown asserts a drain that ended lb-marked-down after the
 // balancer marked the pod's node down and within lbLatestGap of it, with a
 // detail naming the Service, the check, the window and its source, and the
@@ -131,6 +136,22 @@ func checkMarkedDown(t *testing.T, lb *kube.Balancer, r drainRecord, node string
 	if gap < 0 || gap > lbLatestGap {
 		t.Errorf("%s: drain ended %v after the balancer marked %s down: want within [0, %v] (the later of the withdrawn quiet %v and the window's end, + 0.5s)",
 			r.pod, gap.Round(time.Millisecond), node, lbLatestGap, lbQuiet)
+	}
+	// Which of the two ended it: the detail says how long hapsuper had seen
+	// the check failing (to 0.1 s). Never less than the window; more than a
+	// poll past it only if the quiet held the drain, which then ends within
+	// the quiet (+0.5 s) of the mark-down, as the last new connection came
+	// at it.
+	const shown = 50 * time.Millisecond // the detail's rounding
+	if m := failingFor.FindStringSubmatch(r.Detail); m == nil {
+		t.Errorf("%s: drain detail %q does not say how long the health check was failing", r.pod, r.Detail)
+	} else if failing, err := time.ParseDuration(m[1]); err != nil {
+		t.Errorf("%s: drain detail %q: %v", r.pod, r.Detail, err)
+	} else if failing < lbWindow-shown {
+		t.Errorf("%s: drain ended with the health check failing for %v, before the window %v passed", r.pod, failing, lbWindow)
+	} else if failing > lbWindow+conf.DefaultPollInterval+shown && gap > lbQuiet+500*time.Millisecond {
+		t.Errorf("%s: drain ended %v after the mark-down, the health check failing for %v: later than the window %v (+ a poll) and the withdrawn quiet %v (+0.5s) both",
+			r.pod, gap.Round(time.Millisecond), failing, lbWindow, lbQuiet)
 	}
 	for _, want := range []string{"default/web", "health check http://", "window 3s (--lb-health-check-window)", "last new connection"} {
 		if !strings.Contains(r.Detail, want) {
