@@ -22,9 +22,10 @@ import (
 // server in maintenance on every worker (`set server … state maint`, on new
 // workers too), so every check fails, and reads the tables each poll. The
 // load balancer has marked the pod down once every address that was
-// checking (a request in the two minutes before the stop, or any since) has
-// had its unhealthy threshold of failed checks since; until then the
-// routing condition is pending.
+// checking (a request in the two minutes before the stop, or any since:
+// an address whose count grows after its first reading) has had its
+// unhealthy threshold of failed checks since; until then the routing
+// condition is pending.
 
 // lbChecker is the master CLI as the health check uses it.
 type lbChecker interface {
@@ -121,10 +122,14 @@ func (c *lbCheck) observe(t *lbTables) {
 				}
 			}
 		} else {
-			for k := range now {
-				if _, had := c.base[pid][k]; !had {
+			for k, n := range now {
+				b, had := c.base[pid][k]
+				switch {
+				case !had:
 					c.base[pid][k] = 0 // began checking since: every request failed
 					c.active[k] = true
+				case n > b:
+					c.active[k] = true // idle at the first reading, checking again since
 				}
 			}
 		}

@@ -125,3 +125,34 @@ func (f *fakeLBCLI) SetServerState(_ context.Context, pid int, server, state str
 func (f *fakeLBCLI) ShowTable(_ context.Context, pid int, name string) ([]runtimeapi.TableEntry, error) {
 	return f.tables[pid], nil
 }
+
+// An address idle at the stop (in the table, no rate: it last checked more
+// than two minutes before) that checks again during the drain is a checker
+// like any other: the drain waits for its threshold too, on the worker it
+// was read on first and after a reload's new worker alike.
+func TestLBCheckIdleAddressChecksAgain(t *testing.T) {
+	c := &lbCheck{bind: ":8404", threshold: 3}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 40, 6), te("::ffff:10.0.0.8", 7, 0)}}))
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 43, 6), te("::ffff:10.0.0.8", 8, 1)}}))
+	done, d := c.verdict()
+	if done || !strings.Contains(d, "10.0.0.5 3, 10.0.0.8 1") {
+		t.Fatalf("an idle address that checks again must reach the threshold: %v %q", done, d)
+	}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 44, 6), te("::ffff:10.0.0.8", 10, 1)}}))
+	if done, d = c.verdict(); !done || !strings.Contains(d, "10.0.0.5 4, 10.0.0.8 3") {
+		t.Fatalf("both at their threshold: %v %q", done, d)
+	}
+
+	// After a reload: idle in the new worker's first reading, then checking.
+	c = &lbCheck{bind: ":8404", threshold: 1}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 40, 6)}}))
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 41, 6)}, 200: {te("::ffff:10.0.0.9", 2, 0)}}))
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6)}, 200: {te("::ffff:10.0.0.9", 2, 0)}}))
+	if done, d := c.verdict(); !done || strings.Contains(d, "10.0.0.9") {
+		t.Fatalf("an idle address that stays idle is no checker: %v %q", done, d)
+	}
+	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 43, 6)}, 200: {te("::ffff:10.0.0.9", 3, 1)}}))
+	if done, d := c.verdict(); !done || !strings.Contains(d, "10.0.0.9 1") {
+		t.Fatalf("the new worker's idle address checking again counts: %v %q", done, d)
+	}
+}
