@@ -2,6 +2,7 @@ package drain
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 )
@@ -69,12 +70,13 @@ import (
 // Times. Deadline = stop request + grace - Margin, where grace is
 // GracePeriod or the pod's own grace period (SetPodGracePeriod) when that is
 // shorter; it may be learnt before the stop request or during the drain.
-// Bound = min(stop + MaxWait, Deadline - (GracePeriod - Margin - MaxWait)),
-// kept between the stop request and the Deadline: when the deadline moves
-// earlier the bound moves by as much, so the soft stop keeps its share of the
-// budget, and it never ends before the drain began. At the bound the drain
-// ends with ReasonBound, whose Detail lists what was pending, or
-// ReasonUnavailable when the last observation failed or no observation
+// Bound = stop + MaxWait × (grace - Margin) / (GracePeriod - Margin), kept
+// between the stop request and the Deadline: a shorter grace period shortens
+// the drain's share and the soft stop's share of the budget in proportion.
+// With no budget left (grace ≤ Margin) the bound is the stop request and the
+// deadline is already past: soft stop, then hard stop at the next Tick. At the
+// bound the drain ends with ReasonBound, whose Detail lists what was pending,
+// or ReasonUnavailable when the last observation failed or no observation
 // succeeded within the last QuietPeriod (HAProxy stopped answering).
 //
 // Tick returns at most one action per call and each action at most once.
@@ -135,7 +137,7 @@ func (d *Drain) StopRequested(now time.Time) bool {
 // SetPodGracePeriod feeds the pod's own grace period (its
 // deletionGracePeriodSeconds, once routing/ sees the deletion), before the
 // stop request or during the drain. One shorter than GracePeriod moves the
-// deadline earlier, and the bound with it; a longer one changes nothing. It
+// deadline earlier and the bound in proportion; a longer one changes nothing. It
 // reports whether the grace period the drain uses got shorter.
 func (d *Drain) SetPodGracePeriod(g time.Duration) bool {
 	if g >= d.grace() {
@@ -159,11 +161,9 @@ func (d *Drain) grace() time.Duration {
 // schedule derives the deadline and the bound from the stop request and
 // the grace period.
 func (d *Drain) schedule() {
-	d.deadline = d.stopAt.Add(d.grace() - d.s.Margin)
-	bound := d.stopAt.Add(d.s.MaxWait)
-	if b := d.deadline.Add(-(d.s.GracePeriod - d.s.Margin - d.s.MaxWait)); b.Before(bound) {
-		bound = b
-	}
+	budget := d.grace() - d.s.Margin
+	d.deadline = d.stopAt.Add(budget)
+	bound := d.stopAt.Add(drainShare(d.s.MaxWait, budget, d.s.GracePeriod-d.s.Margin))
 	if d.deadline.Before(bound) {
 		bound = d.deadline
 	}
@@ -171,6 +171,23 @@ func (d *Drain) schedule() {
 		bound = d.stopAt
 	}
 	d.boundAt = bound
+}
+
+// drainShare is the drain's share of a budget that a shorter grace period
+// cut from the full one: maxWait × budget / full, exact to the nanosecond
+// (the product of two durations overflows int64). No budget leaves none; a
+// full budget leaves maxWait.
+func drainShare(maxWait, budget, full time.Duration) time.Duration {
+	switch {
+	case budget <= 0 || maxWait <= 0:
+		return 0
+	case budget >= full:
+		return maxWait
+	}
+	// budget < full, so the quotient is less than maxWait: it fits.
+	hi, lo := bits.Mul64(uint64(maxWait), uint64(budget))
+	q, _ := bits.Div64(hi, lo, uint64(full))
+	return time.Duration(q)
 }
 
 // Observe feeds one poll of HAProxy's counters, in any phase.

@@ -136,8 +136,8 @@ func TestSecondStopRequestChangesNothing(t *testing.T) {
 }
 
 // The pod's own grace period, learnt mid-drain, moves the deadline earlier
-// and the bound by as much: the soft stop keeps its share of the budget, then
-// the hard stop comes at the new deadline.
+// and shortens the bound in proportion: 20s of the 28s budget become 20/28 of
+// the 18s left, 12.86s; the hard stop comes at the new deadline.
 func TestEarlierDeadlineMovesBound(t *testing.T) {
 	r := serving(t, settings)
 	r.poll(0, w(100, 0))
@@ -152,13 +152,15 @@ func TestEarlierDeadlineMovesBound(t *testing.T) {
 		t.Fatal("SetPodGracePeriod(27s) after 20s = true, want false")
 	}
 	st := r.d.Status(at(sec(3)))
-	if !st.Deadline.Equal(at(sec(18))) || !st.BoundAt.Equal(at(sec(10))) {
-		t.Fatalf("deadline %v bound %v, want 18s and 10s", st.Deadline.Sub(t0), st.BoundAt.Sub(t0))
+	bound := sec(20) * 18 / 28
+	if !st.Deadline.Equal(at(sec(18))) || !st.BoundAt.Equal(at(bound)) {
+		t.Fatalf("deadline %v bound %v, want 18s and %v", st.Deadline.Sub(t0), st.BoundAt.Sub(t0), bound)
 	}
-	for off := sec(3.5); off < sec(10); off += poll {
+	for off := sec(3.5); off < bound; off += poll {
 		r.want(off, traffic(off), None)
 	}
-	r.want(sec(10), traffic(sec(10)), SoftStop)
+	r.want(bound, traffic(bound), SoftStop)
+	r.wantEnd(bound, ReasonBound, "quiet: last request 0.0s ago")
 	r.want(sec(17.9), r.d.Tick(at(sec(17.9))), None)
 	r.want(sec(18), r.d.Tick(at(sec(18))), HardStop)
 }

@@ -357,8 +357,8 @@ func TestLoopReloadWhileStopping(t *testing.T) {
 }
 
 // The pod's own grace period, shorter than --grace-period, moves the
-// deadline to stop request + pod grace − margin and the bound by as much,
-// whether the routing watch saw it before the stop request or during the
+// deadline to stop request + pod grace − margin and shortens the bound in
+// proportion (max wait × (pod grace − margin) / (grace − margin)), whether the routing watch saw it before the stop request or during the
 // drain. Routing stays pending, so the bound ends the drain.
 func TestLoopPodGracePeriod(t *testing.T) {
 	for _, tc := range []struct {
@@ -368,8 +368,8 @@ func TestLoopPodGracePeriod(t *testing.T) {
 		soft, ddl time.Duration // from the stop request at 1s
 	}{
 		{"unknown", -1, 0, sec(20), sec(28)},
-		{"seen before the stop", sec(0.5), sec(20), sec(10), sec(18)},
-		{"seen while draining", sec(5), sec(20), sec(10), sec(18)},
+		{"seen before the stop", sec(0.5), sec(20), sec(20) * 18 / 28, sec(18)},
+		{"seen while draining", sec(5), sec(20), sec(20) * 18 / 28, sec(18)},
 		{"longer than --grace-period", sec(0.5), sec(45), sec(20), sec(28)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
