@@ -67,7 +67,7 @@ func (l *loop) checkReaped(others map[int]int) {
 		return
 	}
 	if code, ok := others[l.check.pid]; ok {
-		l.check.code, l.check.exited = code, true
+		l.check.reaped(code)
 		l.finishCheck()
 	}
 }
