@@ -13,7 +13,39 @@ import (
 	"github.com/hapsuper/hapsuper/drain"
 )
 
-const maxReply = 1 << 20 // a snapshot is a few KiB; anything larger is not ours
+// maxReply bounds one snapshot as read, the one-shot reply and each frame
+// of a watch: a snapshot is a few KiB; anything larger is not ours.
+const maxReply = 1 << 20
+
+// errFrameTooLarge ends a read of a snapshot longer than maxReply.
+var errFrameTooLarge = fmt.Errorf("a snapshot longer than %d KiB: whatever answers is not hapsuper's status socket, or is broken", maxReply>>10)
+
+// frameLimit lets a json.Decoder read at most maxReply bytes for each
+// value it decodes: reset after each value, it fails the read beyond with
+// errFrameTooLarge (not EOF, which would read as a connection that ended).
+// The decoder reads ahead, so a frame may hold up to one limit's worth read
+// with the frame before it: memory stays within a few times maxReply.
+type frameLimit struct {
+	r    io.Reader
+	left int64
+}
+
+func newFrameLimit(r io.Reader) *frameLimit { return &frameLimit{r: r, left: maxReply} }
+
+func (l *frameLimit) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errFrameTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// next starts the budget of the next frame.
+func (l *frameLimit) next() { l.left = maxReply }
 
 // Fetch asks the status socket at path for a snapshot, within timeout.
 func Fetch(path string, timeout time.Duration) (Snapshot, error) {
@@ -27,7 +59,7 @@ func Fetch(path string, timeout time.Duration) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("send status request to %s: %w", path, err)
 	}
 	var s Snapshot
-	if err := json.NewDecoder(io.LimitReader(conn, maxReply)).Decode(&s); err != nil {
+	if err := json.NewDecoder(newFrameLimit(conn)).Decode(&s); err != nil {
 		return Snapshot{}, fmt.Errorf("read status reply from %s: %w", path, err)
 	}
 	if s.Error != "" {
@@ -58,7 +90,8 @@ func Watch(path string, interval, timeout time.Duration, show func(Snapshot) err
 	if _, err := fmt.Fprintf(conn, "watch %s\n", interval); err != nil {
 		return Snapshot{}, fmt.Errorf("send watch request to %s: %w", path, err)
 	}
-	dec := json.NewDecoder(conn)
+	frames := newFrameLimit(conn)
+	dec := json.NewDecoder(frames)
 	var last Snapshot
 	for n := 0; ; n++ {
 		var s Snapshot
@@ -74,6 +107,7 @@ func Watch(path string, interval, timeout time.Duration, show func(Snapshot) err
 		case s.Error != "":
 			return last, fmt.Errorf("status socket %s: %s", path, s.Error)
 		}
+		frames.next()
 		conn.SetDeadline(time.Now().Add(interval + timeout))
 		if s.Phase == drain.Exited && last.Phase == drain.Exited && reflect.DeepEqual(s, last) {
 			continue // the final snapshot again, sent as the server closed
