@@ -10,16 +10,26 @@ import (
 )
 
 // overrideText is the override file. HAProxy reads it after the user's files,
-// so its global values win over theirs.
-func overrideText(s Settings) string {
+// so its global values win over theirs. Only two values reach it, the
+// budget as a number of milliseconds and --lb-check-bind as LBCheckAddr
+// rewrote it: everything else is this file's own text.
+func overrideText(s Settings) (string, error) {
+	ms := s.Budget().Milliseconds()
+	if ms < 1 {
+		return "", fmt.Errorf("the stop budget %v (--grace-period − --margin) is under 1ms: raise --grace-period", s.Budget())
+	}
 	text := fmt.Sprintf(overrideMark+`: bounds every soft stop (drain, reload leftovers) within the grace budget
 global
     hard-stop-after %dms
-`, s.Budget().Milliseconds())
+`, ms)
 	if s.LBCheckBind != "" {
-		text += fmt.Sprintf(lbCheckText, LBCheck, s.LBCheckBind, LBCheckBackend, LBCheckBackend)
+		bind, err := LBCheckAddr(s.LBCheckBind)
+		if err != nil {
+			return "", fmt.Errorf("--lb-check-bind %s is not an address to bind: %w", quoteIfUnprintable(s.LBCheckBind), err)
+		}
+		text += fmt.Sprintf(lbCheckText, LBCheck, bind, LBCheckBackend, LBCheckBackend)
 	}
-	return text
+	return text, nil
 }
 
 // LBCheck names the health check frontend hapsuper adds for load
@@ -64,6 +74,10 @@ const overrideMark = "# written by hapsuper"
 // into place). It creates the file's directory with mode 0700 when missing;
 // the file is 0644 so HAProxy can read it whatever user it runs as.
 func WriteOverride(s Settings) error {
+	text, err := overrideText(s)
+	if err != nil {
+		return err
+	}
 	dir := filepath.Dir(s.OverrideFile)
 	if err := checkOverridePath(s.OverrideFile); err != nil {
 		return err
@@ -76,7 +90,7 @@ func WriteOverride(s Settings) error {
 		return fmt.Errorf("write override file %s: %w: make %s writable or set --override-file", s.OverrideFile, err, dir)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
-	_, err = tmp.WriteString(overrideText(s))
+	_, err = tmp.WriteString(text)
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}

@@ -293,7 +293,10 @@ func TestOverrideLBCheck(t *testing.T) {
 	if err := WriteOverride(s); err != nil {
 		t.Fatal(err)
 	}
-	text := overrideText(s)
+	text, err := overrideText(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"frontend " + LBCheck, "bind 127.0.0.1:" + strconv.Itoa(port), "http-request track-sc0 src",
 		"if { nbsrv(" + LBCheckBackend + ") eq 0 }", "backend " + LBCheckBackend, "server serving "} {
 		if !strings.Contains(text, want) {

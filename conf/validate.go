@@ -2,7 +2,7 @@ package conf
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,7 +120,7 @@ func validate(s Settings, src source) error {
 }
 
 // validateLBCheck checks --lb-check-bind and --lb-check-threshold: an
-// address HAProxy can bind ([host]:port) and a threshold a balancer can
+// address HAProxy can bind (LBCheckAddr) and a threshold a balancer can
 // have.
 func validateLBCheck(s Settings, src source) error {
 	if s.LBCheckBind == "" {
@@ -129,12 +129,60 @@ func validateLBCheck(s Settings, src source) error {
 		}
 		return nil
 	}
-	host, port, err := net.SplitHostPort(s.LBCheckBind)
-	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, " ,#") {
-		return fmt.Errorf("%s is not an address to bind: give [host]:port, such as :8404", src.label("lb-check-bind", s.LBCheckBind))
+	if _, err := LBCheckAddr(s.LBCheckBind); err != nil {
+		return fmt.Errorf("%s is not an address to bind: %w", src.label("lb-check-bind", quoteIfUnprintable(s.LBCheckBind)), err)
 	}
 	if s.LBCheckThreshold < 1 || s.LBCheckThreshold > 20 {
 		return fmt.Errorf("%s: give the load balancer's unhealthy threshold (1 to 20; AWS target groups default to 2, GKE to 2) with --lb-check-bind", src.label("lb-check-threshold", s.LBCheckThreshold))
 	}
 	return nil
+}
+
+// LBCheckAddr returns the address of --lb-check-bind as the override file
+// writes it after `bind`, or why it is not one. It accepts exactly
+// [host]:port where host is empty or `*` (every address), an IPv4 address,
+// or an IPv6 address in brackets, and port is 1-65535 in decimal: nothing
+// else reaches HAProxy's configuration, so no value can add a line, a
+// comment or a bind option to it. Names are refused: HAProxy would resolve
+// one once at start, and a name that resolves elsewhere later, or not at
+// all, fails the start.
+func LBCheckAddr(bind string) (string, error) {
+	const want = "give [host]:port with an IP address or no host, such as :8404, 10.0.0.5:8404 or [fd00::5]:8404"
+	for _, r := range bind {
+		if r < 0x21 || r > 0x7e {
+			return "", fmt.Errorf("it holds %q, a space, control or non-ASCII character: %s", r, want)
+		}
+	}
+	i := strings.LastIndexByte(bind, ':')
+	if i < 0 {
+		return "", fmt.Errorf("no :port: %s", want)
+	}
+	host, port := bind[:i], bind[i+1:]
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return "", fmt.Errorf("port %q is not 1-65535: %s", port, want)
+	}
+	if host == "" || host == "*" {
+		return host + ":" + strconv.FormatUint(n, 10), nil
+	}
+	ap, err := netip.ParseAddrPort(bind)
+	switch {
+	case err != nil && strings.Trim(host, "0123456789.") != "" && !strings.ContainsAny(host, ":[]"):
+		return "", fmt.Errorf("host %q is not an IP address (names are not resolved: HAProxy would do it once, at start): %s", host, want)
+	case err != nil:
+		return "", fmt.Errorf("%w: %s", err, want)
+	case ap.Addr().Zone() != "":
+		return "", fmt.Errorf("IPv6 zone %q: HAProxy takes no zone in an address (bind to the address alone): %s", ap.Addr().Zone(), want)
+	}
+	return ap.String(), nil
+}
+
+// quoteIfUnprintable returns v as it is when it is plain printable text, or
+// Go-quoted when it holds characters (a newline, a tab) that would garble
+// the message that shows it.
+func quoteIfUnprintable(v string) string {
+	if q := strconv.Quote(v); q[1:len(q)-1] != v {
+		return q
+	}
+	return v
 }

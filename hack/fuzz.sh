@@ -25,6 +25,7 @@ targets=(
 	./runtimeapi:FuzzSample
 	./status:FuzzServerRequest
 	./conf:FuzzParse
+	./conf:FuzzOverride
 	./routing:FuzzParseHealthz
 	./routing:FuzzHealthzExchange
 	./drain:FuzzDrain
