@@ -20,7 +20,7 @@ type limits struct {
 	write       time.Duration // from the end of the headers to the end of the reply
 	idle        time.Duration // keep-alive between scrapes
 	maxHeader   int           // bytes
-	connections int           // open at once; more wait (idle keep-alive ones are closed for them: connLimit)
+	connections int           // open at once; more wait (connections not in the handler are closed for them: connLimit)
 	shutdown    time.Duration // graceful Shutdown before connections are closed
 }
 
@@ -80,8 +80,9 @@ func handler(c collector) http.Handler {
 func serve(ctx context.Context, ln net.Listener, h http.Handler, l limits, log *slog.Logger) error {
 	lim := newConnLimit(ln, l.connections)
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           lim.answering(h),
 		ConnState:         lim.connState,
+		ConnContext:       lim.connContext,
 		ReadHeaderTimeout: l.readHeader,
 		ReadTimeout:       l.read,
 		WriteTimeout:      l.write,

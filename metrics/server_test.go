@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,12 @@ type server struct {
 
 func startServer(t *testing.T, b *status.Board, l limits) *server {
 	t.Helper()
+	return startServerWith(t, handler(collector{board: b, now: time.Now}), l)
+}
+
+// startServerWith serves h as serve() does.
+func startServerWith(t *testing.T, h http.Handler, l limits) *server {
+	t.Helper()
 	ln, err := Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,7 @@ func startServer(t *testing.T, b *status.Board, l limits) *server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{addr: ln.Addr().String(), cancel: cancel, done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	go func() { s.done <- serve(ctx, ln, handler(collector{board: b, now: time.Now}), l, log) }()
+	go func() { s.done <- serve(ctx, ln, h, l, log) }()
 	t.Cleanup(func() { s.stop(t, 5*time.Second) })
 	return s
 }
@@ -171,12 +178,39 @@ func TestServeCutsSlowloris(t *testing.T) {
 	}
 }
 
-// Connections past the limit wait; the server never holds more at once.
+// Connections past the limit wait while every slot has its request in the
+// handler; the server never holds more at once.
 func TestServeLimitsConnections(t *testing.T) {
-	l := slowLimits()
-	l.readHeader, l.read = 10*time.Second, 10*time.Second // the two held connections stay
-	s := startServer(t, status.NewBoard(status.Snapshot{}), l)
-	held := []net.Conn{holdOpen(t, s.addr), holdOpen(t, s.addr)}
+	l := slowLimits() // 2 connections
+	release := make(chan struct{})
+	inHandler := make(chan struct{}, l.connections)
+	h := http.NewServeMux()
+	h.HandleFunc("GET /block", func(w http.ResponseWriter, _ *http.Request) {
+		inHandler <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	h.Handle("GET /healthz", handler(collector{board: status.NewBoard(status.Snapshot{}), now: time.Now}))
+	s := startServerWith(t, h, l)
+	for range l.connections {
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range l.connections {
+		select {
+		case <-inHandler:
+		case <-time.After(3 * time.Second):
+			t.Fatal("the blocking requests did not reach the handler")
+		}
+	}
 
 	third, err := net.DialTimeout("tcp", s.addr, time.Second) // the kernel's backlog accepts it
 	if err != nil {
@@ -189,14 +223,15 @@ func TestServeLimitsConnections(t *testing.T) {
 	third.SetReadDeadline(time.Now().Add(400 * time.Millisecond))
 	r := bufio.NewReader(third)
 	if line, err := r.ReadString('\n'); err == nil {
-		t.Fatalf("third connection answered %q while the limit of %d was held", line, l.connections)
+		t.Fatalf("third connection answered %q while the limit of %d was in the handler", line, l.connections)
 	}
-	held[0].Close()
+	release <- struct{}{} // one request ends; its connection waits and is closed for the third
 	third.SetReadDeadline(time.Now().Add(3 * time.Second))
 	line, err := r.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
-		t.Fatalf("third connection after one held was closed: %q, %v; want HTTP/1.1 200", line, err)
+		t.Fatalf("third connection after one request ended: %q, %v; want HTTP/1.1 200", line, err)
 	}
+	close(release)
 }
 
 func TestServeRejectsLargeHeader(t *testing.T) {
@@ -285,4 +320,84 @@ func TestServeIdleKeepAliveDoesNotDeny(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scrape: %d", resp.StatusCode)
 	}
+}
+
+// Connections that hold every slot without a request in the handler, silent
+// since they connected or sending half a header, do not delay a scrape:
+// with the default limits (16 connections, 5 s to read a header), scrapes
+// each behind 16 new such connections take about as long as without (16
+// silent connections used to delay every scrape to 4.3-5.0 s).
+func TestServeHeldConnectionsDoNotDelayScrapes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send string
+	}{
+		{"silent", ""},
+		{"half a header", "GET /metrics HTTP/1.1\r\nHost: x\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t, status.NewBoard(status.Snapshot{Phase: drain.Serving}), defaultLimits)
+			const scrapes = 5
+			baseline := timeScrapes(t, s.addr, scrapes, func() {})
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			hold := func() { // 16 new connections; the server accepts them before the scrape's, in the kernel's order
+				for range defaultLimits.connections {
+					c, err := net.DialTimeout("tcp", s.addr, time.Second)
+					if err != nil {
+						t.Fatal(err)
+					}
+					conns = append(conns, c)
+					if _, err := io.WriteString(c, tc.send); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			held := timeScrapes(t, s.addr, scrapes, hold)
+			t.Logf("scrapes alone %v, each behind %d new %s connections %v", baseline, defaultLimits.connections, tc.name, held)
+			bound := max(100*time.Millisecond, 3*median(baseline))
+			if m := median(held); m > bound {
+				t.Errorf("median scrape behind %d held connections took %v, want within %v (median alone %v)", defaultLimits.connections, m, bound, median(baseline))
+			}
+			for _, d := range held {
+				if d > time.Second {
+					t.Errorf("a scrape behind %d held connections took %v, want well under the %v read-header timeout", defaultLimits.connections, d, defaultLimits.readHeader)
+				}
+			}
+		})
+	}
+}
+
+// timeScrapes scrapes addr n times, each on a new connection after before,
+// and returns how long each took, from dial to the end of the body.
+func timeScrapes(t *testing.T, addr string, n int, before func()) []time.Duration {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var took []time.Duration
+	for range n {
+		before()
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape: %v", err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape: %d, %v", resp.StatusCode, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	return took
+}
+
+// median returns the middle of ds.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
