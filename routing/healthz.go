@@ -119,7 +119,8 @@ func (o *Observer) fetchHealthz(ctx context.Context, addr string) (h healthz, se
 	}
 	h, err = parseHealthz(body)
 	if err != nil {
-		return healthz{}, sent, received, via, &pollError{msg: fmt.Sprintf("healthz at %s: %v", addr, err)}
+		// encoding/json and time quote the body's keys and values.
+		return healthz{}, sent, received, via, &pollError{msg: fmt.Sprintf("healthz at %s: %s", addr, clipPeer(err.Error()))}
 	}
 	return h, sent, received, via, nil
 }

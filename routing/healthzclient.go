@@ -66,28 +66,38 @@ type answer struct {
 }
 
 func newKeptConn(conn net.Conn) *keptConn {
-	b := &answerBudget{r: conn}
+	b := &answerBudget{r: conn, over: errHeadTooLong}
 	return &keptConn{Conn: conn, r: bufio.NewReaderSize(b, healthzReadBuffer), budget: b}
 }
 
-// maxHealthzAnswer bounds what one answer may take, status line and headers
-// included (http.ReadResponse reads those without a limit: an endless status
-// line from a listener on a node's :10256 grew the process by 600 MB within
-// the request's timeout). kube-proxy's answer is ~450 bytes.
-const maxHealthzAnswer = 16<<10 + maxHealthzBody
+// maxHealthzHead bounds the status line and headers of an answer
+// (http.ReadResponse reads those without a limit: an endless status line
+// from a listener on a node's :10256 grew the process by 600 MB within the
+// request's timeout); maxHealthzAnswer bounds the rest, the body with its
+// framing (chunk sizes, trailers). kube-proxy's answer is ~450 bytes.
+const (
+	maxHealthzHead   = 16 << 10
+	maxHealthzAnswer = maxHealthzHead + maxHealthzBody
+)
 
-// errAnswerTooLong: the node sent more than maxHealthzAnswer bytes.
-var errAnswerTooLong = fmt.Errorf("answer longer than %d bytes: not kube-proxy's healthz", maxHealthzAnswer)
+// errHeadTooLong: the status line and headers passed maxHealthzHead bytes;
+// errAnswerTooLong: the body and its framing passed maxHealthzAnswer.
+var (
+	errHeadTooLong   = fmt.Errorf("status line and headers longer than %d bytes: not kube-proxy's healthz", maxHealthzHead)
+	errAnswerTooLong = fmt.Errorf("answer longer than %d bytes: not kube-proxy's healthz", maxHealthzAnswer)
+)
 
-// answerBudget reads from r until left bytes were read, then fails.
+// answerBudget reads from r until left bytes were read, then fails with
+// over.
 type answerBudget struct {
 	r    io.Reader
 	left int64
+	over error
 }
 
 func (b *answerBudget) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		return 0, errAnswerTooLong
+		return 0, b.over
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
@@ -183,7 +193,7 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 	if kc.waiting != "" {
 		a.sent, kc.waiting = kc.sent, "" // its answer is the next on the wire
 	} else {
-		kc.budget.left = maxHealthzAnswer
+		kc.budget.left, kc.budget.over = maxHealthzHead, errHeadTooLong
 		kc.sent = c.now()
 		if _, err := io.WriteString(kc, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
 			return answer{}, c.failed(ctx, addr, err, reused)
@@ -202,6 +212,9 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 	if err != nil {
 		return answer{}, c.failed(ctx, addr, err, false)
 	}
+	// The head was read (with at most a buffer of the body): the body
+	// and its framing get the rest.
+	kc.budget.left, kc.budget.over = maxHealthzAnswer, errAnswerTooLong
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthzBody))
 	resp.Body.Close()
 	if err != nil {
@@ -217,7 +230,8 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 
 // failed names a failure on an open connection: a timeout as
 // context.DeadlineExceeded, the end of a kept connection before any byte
-// of an answer as errStale.
+// of an answer as errStale; any other with its text clipped (net/http's
+// quote the node's whole status or header line).
 func (c *healthzClient) failed(ctx context.Context, addr string, err error, reused bool) error {
 	switch {
 	case ctx.Err() != nil:
@@ -228,7 +242,7 @@ func (c *healthzClient) failed(ctx context.Context, addr string, err error, reus
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)):
 		return errStale
 	}
-	return fmt.Errorf("GET http://%s: %w", addr, err)
+	return fmt.Errorf("GET http://%s: %w", addr, clipError(err))
 }
 
 func (c *healthzClient) take(addr string) *keptConn {

@@ -123,7 +123,7 @@ func TestHealthzClientTimeoutAndRefusal(t *testing.T) {
 }
 
 // A listener on :10256 that sends an endless status line, or endless
-// headers, is cut off after maxHealthzAnswer bytes, well within the
+// headers, is cut off after maxHealthzHead bytes, well within the
 // request's timeout, with an error that says so; the connection is not kept.
 func TestHealthzClientBoundsTheAnswer(t *testing.T) {
 	for _, tc := range []struct{ name, head string }{
@@ -160,8 +160,8 @@ func TestHealthzClientBoundsTheAnswer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			_, _, err = c.get(ctx, "10.0.0.4:10256")
-			if !errors.Is(err, errAnswerTooLong) {
-				t.Fatalf("endless %s: %v, want errAnswerTooLong", tc.name, err)
+			if !errors.Is(err, errHeadTooLong) {
+				t.Fatalf("endless %s: %v, want errHeadTooLong", tc.name, err)
 			}
 			if len(c.idle) != 0 {
 				t.Errorf("the connection of a too-long answer was kept")

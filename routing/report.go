@@ -14,8 +14,16 @@ const maxNamed = 5
 
 // Routing is the verdict at now. It is recomputed at every call from the
 // latest state: withdrawal is not monotonic (kube-proxy puts a
-// serving-terminating endpoint back when the last ready one goes).
+// serving-terminating endpoint back when the last ready one goes). Its
+// detail is at most maxDetail bytes.
 func (o *Observer) Routing(now time.Time) drain.Routing {
+	r := o.verdict(now)
+	r.Detail = boundDetail(r.Detail)
+	return r
+}
+
+// verdict is Routing with its detail whole.
+func (o *Observer) verdict(now time.Time) drain.Routing {
 	if o.cfg.Mode == ModeOff {
 		return drain.Routing{State: drain.RoutingOff, Detail: "routing observation off"}
 	}

@@ -12,20 +12,28 @@ import (
 // its own, so that a log reader that stalls (a full pipe) or goes away
 // never blocks or ends the loop that decides the drain: as PID 1, a write
 // that blocks freezes the drain, and one that raises SIGPIPE ends the
-// container. Lines that find the queue full are dropped and counted; the
-// count is written before the next line that gets through. A failed write
-// (EPIPE: the reader is gone) drops that line.
+// container. The queue holds at most logQueue lines and logQueueBytes
+// bytes: lines that find it full are dropped and counted; the count is
+// written before the next line that gets through. A failed write (EPIPE:
+// the reader is gone) drops that line.
 type logSink struct {
 	w       io.Writer
 	lines   chan []byte
+	queued  atomic.Int64 // bytes in lines
 	dropped atomic.Int64
 	closed  atomic.Bool
 	done    chan struct{}
 	once    sync.Once
 }
 
-// logQueue is how many lines wait for a slow reader before lines are dropped.
-const logQueue = 1024
+// logQueue is how many lines, and logQueueBytes how many bytes, wait for a
+// slow reader before lines are dropped. Lines are ~300 bytes; the bytes
+// bound keeps a stalled reader from holding hundreds of MB when lines are
+// long (the lines it holds, at most logQueue of any length, did).
+const (
+	logQueue      = 1024
+	logQueueBytes = 1 << 20
+)
 
 // logFlushTimeout bounds how long Close waits for the queue to reach the
 // reader at exit.
@@ -43,10 +51,16 @@ func (s *logSink) Write(p []byte) (int, error) {
 	if s.closed.Load() {
 		return len(p), nil
 	}
+	if s.queued.Add(int64(len(p))) > logQueueBytes {
+		s.queued.Add(-int64(len(p)))
+		s.dropped.Add(1)
+		return len(p), nil
+	}
 	line := append([]byte(nil), p...)
 	select {
 	case s.lines <- line:
 	default:
+		s.queued.Add(-int64(len(p)))
 		s.dropped.Add(1)
 	}
 	return len(p), nil
@@ -62,6 +76,7 @@ func (s *logSink) run() {
 			_, _ = fmt.Fprintf(s.w, "hapsuper: %d log lines dropped: stderr was not read fast enough\n", n)
 		}
 		_, _ = s.w.Write(line)
+		s.queued.Add(-int64(len(line)))
 	}
 }
 

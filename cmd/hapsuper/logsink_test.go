@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,5 +75,47 @@ func TestLogSinkCloseBounded(t *testing.T) {
 	s.Close()
 	if d := time.Since(start); d > logFlushTimeout+time.Second {
 		t.Errorf("Close took %s, want at most %s", d, logFlushTimeout)
+	}
+}
+
+// Long lines (a routing detail that quoted a node's whole status line was
+// 316 KB) behind a stalled reader: the queue holds at most logQueueBytes
+// of them, the rest are dropped and counted, and Write still never blocks.
+func TestLogSinkBoundsBytes(t *testing.T) {
+	w := &blockingWriter{release: make(chan struct{})}
+	s := newLogSink(w)
+	line := append(bytes.Repeat([]byte("x"), 100<<10), '\n')
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 300 { // 30 MB, well within logQueue lines
+			s.Write(line)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Write blocked behind a stalled reader")
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("a stalled reader holds %d KiB of 300 lines of 100 KiB (bound %d KiB)", held>>10, logQueueBytes>>10)
+	if held > 2*logQueueBytes {
+		t.Errorf("%d bytes held for a stalled reader, want at most about %d", held, logQueueBytes)
+	}
+	close(w.release)
+	s.Write([]byte("after\n"))
+	s.Close()
+	out := w.String()
+	written := strings.Count(out, string(line))
+	if written < 1 || written*len(line) > logQueueBytes+len(line) {
+		t.Errorf("%d long lines written, want those within %d bytes", written, logQueueBytes)
+	}
+	if want := "hapsuper: " + strconv.Itoa(300-written) + " log lines dropped"; !strings.Contains(out, want) || !strings.HasSuffix(out, "after\n") {
+		t.Errorf("output does not say %q before the next line: ...%q", want, out[max(0, len(out)-200):])
 	}
 }
