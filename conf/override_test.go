@@ -307,4 +307,16 @@ func TestOverrideLBCheck(t *testing.T) {
 	if err != nil || strings.Contains(string(out), "WARNING") {
 		t.Fatalf("haproxy -c with the override: %v\n%s", err, out)
 	}
+
+	// Every form of address LBCheckAddr accepts, HAProxy binds.
+	for _, host := range []string{"", "*", "127.0.0.1", "[::1]", "[::ffff:127.0.0.1]"} {
+		s.LBCheckBind = host + ":0" + strconv.Itoa(port)
+		if err := WriteOverride(s); err != nil {
+			t.Fatalf("--lb-check-bind %s: %v", s.LBCheckBind, err)
+		}
+		out, err := exec.Command(haproxy, "-c", "-f", filepath.Join(dir, "user.cfg"), "-f", s.OverrideFile).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "WARNING") {
+			t.Errorf("haproxy -c with --lb-check-bind %s: %v\n%s", s.LBCheckBind, err, out)
+		}
+	}
 }
