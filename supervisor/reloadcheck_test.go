@@ -48,6 +48,41 @@ func TestReloadCheckEndsAtItsExit(t *testing.T) {
 	}
 }
 
+// A check killed at the timeout is over checkOutputGrace after the kill,
+// even when a process it started in a session of its own (out of the
+// group the kill reaches) holds its output.
+func TestReloadCheckEndsAtItsKill(t *testing.T) {
+	left := filepath.Join(t.TempDir(), "left")
+	t.Cleanup(func() { killLeft(t, left) })
+	c, err := startReloadCheck([]string{"/bin/sh", `echo "[NOTICE]   (7) : parsing"; setsid sh -c 'echo $$ >` + left + `; exec sleep 60' & sleep 60`}, nil, "SIGHUP", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) { // the sleep in its own session started
+		if b, _ := os.ReadFile(left); len(b) > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the script did not start its sleep within 5 s")
+		}
+	}
+	if err := c.kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	select {
+	case out := <-c.out:
+		c.output, c.outDone = out, true
+	case <-time.After(5 * time.Second):
+		t.Fatal("the output of a killed check still read 5 s later: a process in its own session holds the pipe")
+	}
+	t.Logf("output done %v after the kill (grace %v): %q", time.Since(killed).Round(time.Millisecond), checkOutputGrace, c.output)
+	c.reaped(exitCode(waitMaster(t, c.pid)))
+	if got := c.failure(); !c.done() || !strings.Contains(got, "did not finish") {
+		t.Errorf("failure %q (done %v), want one that says it did not finish", got, c.done())
+	}
+}
+
 // killLeft SIGKILLs the process whose pid a check script wrote to path.
 func killLeft(t *testing.T, path string) {
 	b, err := os.ReadFile(path)
