@@ -84,8 +84,7 @@ func TestDeploy_ServerSideDryRun(t *testing.T) {
 	t.Run("haproxy-ingress", func(t *testing.T) {
 		ns := "ingress-controller"
 		createNamespace(ctx, t, h, ns)
-		for _, obj := range kube.RenderHAProxyIngress(t).Objects {
-			obj.SetNamespace(ns)
+		for _, obj := range kube.RenderHAProxyIngress(t).Objects { // released in ns: namespaced objects name it
 			if err := a.Apply(ctx, obj, true); err != nil {
 				t.Error(err)
 			}
