@@ -123,6 +123,7 @@ func (l *loop) logReload(r status.Reload) {
 	switch r.Result {
 	case status.ReloadOK:
 		l.log.Info("haproxy reloaded", "origin", r.Origin, "worker", r.Worker, "took_s", r.Ended.Sub(r.At).Seconds())
+		l.reinspect()
 	case status.ReloadRefused:
 		l.log.Error("reload refused: the new configuration does not load; HAProxy keeps serving the previous one", "origin", r.Origin, "why", r.Detail)
 	case status.ReloadFailed:

@@ -38,6 +38,11 @@ type reloads struct {
 	sentAt    time.Time // when hapsuper sent SIGUSR2 (zero: a reload it did not send)
 	countedAt time.Time // when the master's count moved for it (zero: not yet)
 	failedAt  int       // the master's [failed: N] when it was sent
+
+	// The configuration's warnings as the last reload that landed left
+	// them (reinspect.go), sorted and joined; inspected: one was read.
+	warnings  string
+	inspected bool
 }
 
 // How long a reload may take to show its outcome (see reloads).

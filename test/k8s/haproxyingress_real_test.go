@@ -147,7 +147,7 @@ func startIngressPod(t *testing.T) *ingressPod {
 	sel := map[string]string{"app.kubernetes.io/name": "haproxy-ingress", "app.kubernetes.io/instance": "haproxy-ingress"}
 	svc, err := h.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "haproxy-ingress"},
-		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
+		Spec:       corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
