@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -178,8 +179,8 @@ func (o *Observer) balancerTargets() (map[checkKey][]string, string) {
 }
 
 // balancerRound asks each health check an external path needs, once the
-// stop is requested. It returns when every request has ended, each within
-// RequestTimeout.
+// stop is requested, at most Concurrency at a time. It returns when every
+// request has ended, each within RequestTimeout.
 func (o *Observer) balancerRound(ctx context.Context) {
 	o.mu.Lock()
 	if o.cfg.Mode == ModeOff || !o.synced || o.stopAt.IsZero() {
@@ -198,8 +199,19 @@ func (o *Observer) balancerRound(ctx context.Context) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b checkKey) int { return strings.Compare(a.url(), b.url()) })
+	sem := make(chan struct{}, o.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, k := range keys {
-		o.pollCheck(ctx, k, targets[k][0])
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o.pollCheck(ctx, k, targets[k][0])
+		})
 	}
 }
 

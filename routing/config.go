@@ -91,7 +91,8 @@ type Config struct {
 	// there, not named unobserved here.
 	PodChecked bool
 
-	// Concurrency bounds the healthz requests in flight.
+	// Concurrency bounds the requests in flight of each round: the
+	// kube-proxies' healthz, and beside them the balancers' health checks.
 	Concurrency int
 	// RequestTimeout bounds one healthz request, connection included.
 	RequestTimeout time.Duration

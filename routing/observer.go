@@ -178,8 +178,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		case <-tick.C():
 		case <-o.kick:
 		}
-		o.confirmRound(ctx)
-		o.balancerRound(ctx)
+		o.rounds(ctx)
 	}
 }
 

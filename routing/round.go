@@ -11,6 +11,18 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 )
 
+// rounds asks the nodes' kube-proxies and the balancers' health checks
+// side by side, each round at most Concurrency requests at a time, so
+// that health checks that do not answer hold kube-proxy's confirmation up
+// by no more than the round's own timeout (asked in turn, N of them held
+// it up N times that). It returns when both rounds have.
+func (o *Observer) rounds(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { o.balancerRound(ctx) })
+	o.confirmRound(ctx)
+}
+
 // confirmRound asks every node not yet confirmed, once, if the drain has
 // started in ModeKubeProxy and the API says withdrawn everywhere. It returns
 // when every request has ended, each within RequestTimeout.
