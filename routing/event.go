@@ -3,7 +3,9 @@ package routing
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hapsuper/hapsuper/drain"
+)
+
+// Limits of events.k8s.io/v1 (k8s.io/kubernetes pkg/apis/core/validation,
+// events.go): the note and reportingInstance in bytes; the name is a DNS
+// subdomain.
+const (
+	maxEventNote         = 1024
+	maxReportingInstance = 128
+	maxEventName         = 253
 )
 
 // eventTimeout bounds the one API call that reports a drain's end;
@@ -98,20 +109,40 @@ func (a *announcer) event(st drain.Status) *eventsv1.Event {
 	if st.Detail != "" {
 		note += ": " + st.Detail
 	}
-	if len(note) > 1024 { // the API's limit on note
-		note = note[:1021] + "..."
+	// JSON carries a byte that is not UTF-8 as U+FFFD, three bytes: the
+	// apiserver must get the note it is sent, within its limit.
+	note = strings.ToValidUTF8(note, "\uFFFD")
+	if len(note) > maxEventNote {
+		note = cutRunes(note, maxEventNote-len("...")) + "..."
 	}
+	// <pod>.<hex time>, as client-go's recorder names events: a
+	// generateName prefix may not end with a dot.
+	suffix := fmt.Sprintf(".%x", st.SoftStopAt.UnixNano())
 	return &eventsv1.Event{
-		// <pod>.<hex time>, as client-go's recorder names events: a
-		// generateName prefix may not end with a dot.
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", a.pod.PodName, st.SoftStopAt.UnixNano()), Namespace: a.pod.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: shortName(a.pod.PodName, maxEventName-len(suffix)) + suffix, Namespace: a.pod.Namespace},
 		EventTime:           metav1.NewMicroTime(st.SoftStopAt),
 		ReportingController: "hapsuper",
-		ReportingInstance:   a.pod.PodName,
+		ReportingInstance:   shortName(a.pod.PodName, maxReportingInstance),
 		Action:              "Drain",
 		Reason:              "DrainEnded",
 		Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: a.pod.Namespace, Name: a.pod.PodName},
 		Note:                note,
 		Type:                typ,
 	}
+}
+
+// shortName is name (a DNS subdomain, as a pod name is) when it has at most
+// n bytes; else its first bytes and a hash of the whole, n bytes in all and
+// still a DNS subdomain, so that two long names that share their start
+// stay apart.
+func shortName(name string, n int) string {
+	if len(name) <= n {
+		return name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	hash := fmt.Sprintf("-%08x", h.Sum32())
+	// A subdomain's labels end with an alphanumeric: drop the cut's '-'
+	// and '.' before the hash.
+	return strings.TrimRight(name[:n-len(hash)], "-.") + hash
 }
