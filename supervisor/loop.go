@@ -281,7 +281,7 @@ func (l *loop) feedRouting(now time.Time) {
 		return
 	}
 	if st := l.drain.Status(now); !st.StopAt.IsZero() {
-		l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", st.Deadline)
+		l.log.Info("deadline moved to the pod's grace period", "grace", grace.String(), "deadline", st.Deadline, "bound", st.BoundAt)
 	} else {
 		l.log.Info("the pod's grace period is shorter: the deadline will count from it", "grace", grace.String())
 	}
