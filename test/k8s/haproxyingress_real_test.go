@@ -39,64 +39,79 @@ const controllerUID = 99
 // chart 0.16.1 with deploy/haproxy-ingress's values and post-renderer
 // runs them: the controller as uid 99 with its own token, hapsuper with
 // the post-renderer's token (0400, root), HAProxy's master as root and its
-// workers as uid 99, the chart's scratch volume and the post-renderer's
-// master sockets; the ServiceAccount has the chart's RBAC plus the
-// post-renderer's grants, nothing else. An Ingress routes to a backend
-// Service. The controller's first reload and two more after Ingress edits
-// land over the controller's master socket (hapsuper logs each `ok`);
-// clients on both nodes go through the ingress Service's ClusterIP; the
-// pod is deleted: no request fails, the drain ends routed-away, hapsuper
-// exits 0, and HAProxy's workers could not read hapsuper's token.
+// workers as the image's user haproxy (uid 99), the chart's scratch
+// volume and the post-renderer's master sockets; the ServiceAccount has
+// the chart's RBAC plus the post-renderer's grants, nothing else. Two
+// replicas (node1, node2); an Ingress routes to a backend Service. The
+// controller's first reload and two more after Ingress edits land over the
+// controller's master socket (hapsuper logs each `ok`); clients on both
+// nodes go through the ingress Service's ClusterIP; node1's pod is
+// deleted: no request fails, its drain ends routed-away, hapsuper exits 0,
+// and HAProxy's workers could not read hapsuper's token.
 func TestHAProxyIngress_RealController(t *testing.T) {
-	ip := startIngressPod(t)
-	url := ip.url
-	tr := startTraffic(t, url, ip.e.H.Nodes(), nil)
+	ie := startIngress(t)
+	a := ie.pods[0]
+	tr := startTraffic(t, ie.url, ie.e.H.Nodes(), nil)
 	for i, timeout := range []string{"31s", "32s"} {
-		ip.editIngress(t, timeout)
-		ip.waitReloads(t, i+2)
+		ie.editIngress(t, timeout)
+		for _, p := range ie.pods {
+			p.waitReloads(t, i+2)
+		}
 	}
-	ip.checkTokenIsolation(t)
+	a.checkTokenIsolation(t)
+	a.logAdminSocket(t)
 
-	ip.controller.Signal(syscall.SIGTERM) // the kubelet stops both containers
-	r := ip.hap.drainUnder(t, tr, true)
+	a.controller.Signal(syscall.SIGTERM) // the kubelet stops both containers
+	r := a.hap.drainUnder(t, tr, true)
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	ip.checkReloadsBefore(t, r, 3)
+	a.checkReloadsBefore(t, r, 3)
+	a.checkNoReloadWarnings(t)
 }
 
-// The same pod, with an Ingress edit while hapsuper drains: the controller
-// (kept running, as with a preStop wait on its container) reloads HAProxy
-// during the drain. Nothing fails, the drain ends routed-away, and no
-// reload lands after the soft stop.
+// The same pods, with an Ingress edit while hapsuper drains: the
+// controller (kept running, as with a preStop wait on its container)
+// reloads HAProxy during the drain. Nothing fails, the drain ends
+// routed-away, and no reload lands after the soft stop.
 func TestHAProxyIngress_EditDuringDrain(t *testing.T) {
-	ip := startIngressPod(t)
-	tr := startTraffic(t, ip.url, ip.e.H.Nodes(), nil)
+	ie := startIngress(t)
+	a := ie.pods[0]
+	tr := startTraffic(t, ie.url, ie.e.H.Nodes(), nil)
 	time.Sleep(time.Second)
-	ip.hap.terminate(t)
-	ip.editIngress(t, "33s")
-	r := ip.hap.afterStop(t, tr, true)
-	ip.controller.Signal(syscall.SIGTERM)
+	a.hap.terminate(t)
+	ie.editIngress(t, "33s")
+	r := a.hap.afterStop(t, tr, true)
+	a.controller.Signal(syscall.SIGTERM)
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
-	during := ip.checkReloadsBefore(t, r, 1)
-	t.Logf("reloads logged ok during the drain (before the soft stop): %d", during)
+	if during := a.checkReloadsBefore(t, r, 2); during == 0 {
+		t.Error("no controller reload landed during the drain: the scenario did not test one")
+	}
 }
 
-// ingressPod is the running pod of the chart with its environment.
+// ingressEnv is the cluster with the chart's objects, the backend and the
+// ingress pods.
+type ingressEnv struct {
+	e    *drainEnv
+	pods []*ingressPod // haproxy-ingress-0 on node1, haproxy-ingress-1 on node2
+	url  string        // the ingress Service's ClusterIP
+}
+
+// ingressPod is one running pod of the chart.
 type ingressPod struct {
 	e          *drainEnv
 	hap        *hapPod
 	controller *harness.Process
+	dirs       kube.Dirs
 	tokenFile  string // hapsuper's token, as the post-renderer mounts it
-	url        string // the ingress Service's ClusterIP
 }
 
-// startIngressPod starts a 2-node cluster, the backend (pod web-0 on
-// node2 behind Service web), the ingress pod haproxy-ingress-0 on node1
-// with its Service, and an Ingress; it returns once the controller's first
-// reload landed, the pod is Ready and both nodes reach the backend through
-// the ingress Service.
-func startIngressPod(t *testing.T) *ingressPod {
+// startIngress starts a 2-node cluster, the backend (pod web-0 on node2
+// behind Service web), an Ingress, the ingress Service and the chart's pod
+// on each node; it returns once each controller's first reload landed,
+// the pods are Ready and both nodes reach the backend through the ingress
+// Service.
+func startIngress(t *testing.T) *ingressEnv {
 	t.Helper()
 	cache := ingressControllerCache(t)
 	bin, err := harness.Binary()
@@ -109,6 +124,9 @@ func startIngressPod(t *testing.T) *ingressPod {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // the controller (uid 99) reads its files below
+		t.Fatal(err)
+	}
 	e := &drainEnv{&kube.Env{H: h, Bin: bin, Dir: dir}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -152,21 +170,35 @@ func startIngressPod(t *testing.T) *ingressPod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kp := h.AddPod(t, 1, "haproxy-ingress-0", sel, func(p *corev1.Pod) {
+	ie := &ingressEnv{e: e, url: fmt.Sprintf("http://%s/", svc.Spec.ClusterIP)}
+	for i := range 2 {
+		ie.pods = append(ie.pods, startIngressPod(ctx, t, e, pod, i+1, fmt.Sprintf("haproxy-ingress-%d", i), sel, cache))
+	}
+	for _, n := range h.Nodes() {
+		waitSeen(t, n, ie.url, 20*time.Second, "web-0")
+	}
+	return ie
+}
+
+// startIngressPod starts the chart's pod name on node: its volumes, its
+// haproxy container (hapsuper) and its controller; it returns once the
+// controller's first reload landed and the pod is Ready.
+func startIngressPod(ctx context.Context, t *testing.T, e *drainEnv, pod kube.IngressPod, node int, name string, labels map[string]string, cache string) *ingressPod {
+	t.Helper()
+	kp := e.H.AddPod(t, node, name, labels, func(p *corev1.Pod) {
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 80}}
 	})
-
-	ip := &ingressPod{e: e, url: fmt.Sprintf("http://%s/", svc.Spec.ClusterIP)}
-	mounts := ip.makeVolumes(ctx, t, pod, kp, cache)
-	ip.startHapsuper(t, pod, kp, mounts)
-	ip.startController(t, pod, kp, mounts, cache)
+	ip := &ingressPod{e: e}
+	ip.makeVolumes(ctx, t, pod, kp, cache)
+	ip.startHapsuper(t, pod, kp)
+	ip.startController(t, pod, kp, cache)
 	ip.waitReloads(t, 1)
 
 	// The kubelet's readiness probe, on the chart's port.
 	healthz := fmt.Sprintf("http://%s:10253/healthz", kp.IP)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := h.Node(1).HTTPClient(2 * time.Second).Get(healthz)
+		resp, err := e.H.Node(node).HTTPClient(2 * time.Second).Get(healthz)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -179,9 +211,6 @@ func startIngressPod(t *testing.T) *ingressPod {
 		time.Sleep(200 * time.Millisecond)
 	}
 	ip.hap.ready(t)
-	for _, n := range h.Nodes() {
-		waitSeen(t, n, ip.url, 20*time.Second, "web-0")
-	}
 	return ip
 }
 
@@ -243,9 +272,10 @@ func createChartConfigMap(ctx context.Context, t *testing.T, h *k8stest.Harness)
 // defaultMode. It plays the
 // init container (start.sh --init, as uid 99) and the controller's
 // start.sh copy of its lua files. It returns each volume's directory.
-func (ip *ingressPod) makeVolumes(ctx context.Context, t *testing.T, pod kube.IngressPod, kp *k8stest.Pod, cache string) kube.Dirs {
+func (ip *ingressPod) makeVolumes(ctx context.Context, t *testing.T, pod kube.IngressPod, kp *k8stest.Pod, cache string) {
 	t.Helper()
 	d := kube.IngressDirs(filepath.Join(ip.e.Dir, kp.Name))
+	ip.dirs = d
 	for key, dir := range d.Volumes {
 		mode := os.FileMode(0o755)
 		switch {
@@ -292,7 +322,6 @@ func (ip *ingressPod) makeVolumes(ctx context.Context, t *testing.T, pod kube.In
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
 }
 
 // writeToken writes what a projected ServiceAccount volume holds (token,
@@ -339,8 +368,9 @@ func (ip *ingressPod) writeToken(ctx context.Context, t *testing.T, pod kube.Ing
 // (`hapsuper --`) with the rendered args, its container paths rewritten to
 // the volumes' directories, and the rendered env (downward API values
 // filled in as the kubelet does).
-func (ip *ingressPod) startHapsuper(t *testing.T, pod kube.IngressPod, kp *k8stest.Pod, d kube.Dirs) {
+func (ip *ingressPod) startHapsuper(t *testing.T, pod kube.IngressPod, kp *k8stest.Pod) {
 	t.Helper()
+	d := ip.dirs
 	mounts, err := d.Mounts(pod.HAProxy)
 	if err != nil {
 		t.Fatal(err)
@@ -366,6 +396,11 @@ func (ip *ingressPod) startHapsuper(t *testing.T, pod kube.IngressPod, kp *k8ste
 			t.Fatalf("container haproxy: env %s comes from a source the harness does not fill", v.Name)
 		}
 	}
+	// The image's user haproxy is uid 99 (official haproxy images); the
+	// host's may not be: the container sees the image's passwd and group.
+	passwd, group := imageUserFiles(t, filepath.Dir(run))
+	argv = append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group && shift 2 && exec "$@"`, "sh", passwd, group}, argv...)
 	cmd := kp.Command(context.Background(), argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -390,6 +425,34 @@ func (ip *ingressPod) startHapsuper(t *testing.T, pod kube.IngressPod, kp *k8ste
 	}
 }
 
+// imageUserFiles writes the host's passwd and group with user and group
+// haproxy as the hapsuper image has them (uid and gid 99) into dir.
+func imageUserFiles(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	var paths []string
+	for _, f := range []struct{ name, line string }{
+		{"passwd", "haproxy:x:99:99::/var/lib/haproxy:/usr/sbin/nologin"},
+		{"group", "haproxy:x:99:"},
+	} {
+		b, err := os.ReadFile("/etc/" + f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := []string{f.line}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.HasPrefix(l, "haproxy:") {
+				lines = append(lines, l)
+			}
+		}
+		p := filepath.Join(dir, "image-"+f.name)
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths[0], paths[1]
+}
+
 // fieldValue is what the kubelet puts in a downward-API variable.
 func fieldValue(t *testing.T, p *k8stest.Pod, path string) string {
 	t.Helper()
@@ -412,8 +475,9 @@ func fieldValue(t *testing.T, p *k8stest.Pod, path string) string {
 // takes: --local-filesystem-prefix (the volumes' directories sit under it)
 // and its token's kubeconfig. Its working directory holds rootfs/ (its
 // templates).
-func (ip *ingressPod) startController(t *testing.T, pod kube.IngressPod, kp *k8stest.Pod, d kube.Dirs, cache string) {
+func (ip *ingressPod) startController(t *testing.T, pod kube.IngressPod, kp *k8stest.Pod, cache string) {
 	t.Helper()
+	d := ip.dirs
 	mounts, err := d.Mounts(pod.Controller)
 	if err != nil {
 		t.Fatal(err)
@@ -494,12 +558,12 @@ func (ip *ingressPod) checkReloadsBefore(t *testing.T, r drainRecord, n int) int
 
 // editIngress changes the Ingress's backend timeout: a configuration
 // change the controller applies by a reload.
-func (ip *ingressPod) editIngress(t *testing.T, timeout string) {
+func (ie *ingressEnv) editIngress(t *testing.T, timeout string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"haproxy-ingress.github.io/timeout-server":%q}}}`, timeout)
-	if _, err := ip.e.H.Client.NetworkingV1().Ingresses(k8stest.PodNamespace).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := ie.e.H.Client.NetworkingV1().Ingresses(k8stest.PodNamespace).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -538,6 +602,33 @@ func (ip *ingressPod) checkTokenIsolation(t *testing.T) {
 	}
 	if b, err := os.ReadFile(ip.tokenFile); err != nil || len(b) == 0 {
 		t.Errorf("root (hapsuper) cannot read its token: %v", err)
+	}
+}
+
+// logAdminSocket logs who owns the admin socket HAProxy binds from the
+// controller's configuration and how often the controller failed to use
+// it: HAProxy (2.6, 3.0, 3.4) applies neither unix-bind's user nor its
+// mode to a `stats socket`, so with a root master it stays root's and the
+// controller's dynamic updates and idle metric fail (deploy/haproxy-ingress/README.md).
+func (ip *ingressPod) logAdminSocket(t *testing.T) {
+	t.Helper()
+	p := filepath.Join(ip.dirs.Volumes["scratch/run"], "admin.sock")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Errorf("the admin socket: %v", err)
+		return
+	}
+	t.Logf("admin.sock uid %d mode %04o; the controller failed %d times to use it", fi.Sys().(*syscall.Stat_t).Uid, fi.Mode().Perm(),
+		strings.Count(ip.controller.String(), "error reading admin socket"))
+}
+
+// checkNoReloadWarnings: the configuration the controller wrote with
+// values.yaml's keys has what hapsuper's drain asks for: hapsuper, which
+// inspects it after each reload, does not warn.
+func (ip *ingressPod) checkNoReloadWarnings(t *testing.T) {
+	t.Helper()
+	for _, l := range ip.hap.All("config warning") {
+		t.Errorf("hapsuper warns (after %q) about the controller's configuration: %s", l.Str("after"), l.Str("warning"))
 	}
 }
 

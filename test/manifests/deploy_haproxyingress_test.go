@@ -47,8 +47,8 @@ func TestDeploy_HAProxyIngress(t *testing.T) {
 	}
 	// The workers drop to the controller's uid, so that the admin socket
 	// is its and the token is not theirs.
-	if g := values.Controller.Config["config-global"]; !strings.Contains(g, "uid 99") || !strings.Contains(g, "unix-bind uid 99") {
-		t.Errorf("values.yaml config-global %q: want the workers and unix sockets as uid 99", g)
+	if v := values.Controller.Config["use-haproxy-user"]; v != "true" {
+		t.Errorf("values.yaml use-haproxy-user %q: want \"true\", the workers and the admin socket as haproxy (uid 99)", v)
 	}
 
 	// The image's ENTRYPOINT is `hapsuper --`; the patched args follow.
