@@ -44,6 +44,7 @@ echo "setup: $(haproxy -v 2>&1 | sed -n 1p); $(go version)"
 
 echo "setup: Kubernetes test binaries"
 bash hack/k8s-binaries.sh
+bash hack/haproxy-ingress.sh # haproxy-ingress v0.16.1 and its rootfs/ for test/k8s (~3 min cold)
 for v in 3.0 3.2 3.4; do
 	echo "setup: HAProxy $v root"
 	bash hack/haproxy-root.sh "$v"
