@@ -61,7 +61,7 @@ func TestPeerTextBounded(t *testing.T) {
 			addr := rawAnswerer(t, []byte(tc.answer))
 			c := newHealthzClient(func(ctx context.Context, network, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, network, addr)
-			}, time.Second)
+			}, 10*time.Second)
 			defer c.CloseIdleConnections()
 			_, err := c.poll(t.Context(), "10.0.0.9:10256")
 			if err == nil {
@@ -74,7 +74,9 @@ func TestPeerTextBounded(t *testing.T) {
 			}
 
 			names := []string{"n2", "n3", "n4", "n5", "n6", "n7"}
-			s := newScenario(t, Config{Concurrency: 6}, names...)
+			// A generous request timeout: the stand-ins answer at once, but a
+			// loaded machine can take longer than the default to send 79 KB.
+			s := newScenario(t, Config{Concurrency: 6, RequestTimeout: 10 * time.Second}, names...)
 			for a := range s.routes {
 				s.routes[a] = addr
 			}
