@@ -26,14 +26,16 @@ if [ -x "$dir/haproxy-ingress-controller" ] && [ -f "$dir/rootfs/etc/templates/h
 	exit 0
 fi
 
-mkdir -p "$dir"
-rm -rf "$dir"/.*.tmp.* # left by a run killed with SIGKILL
 start=$(date +%s)
-src=$(cd / && GOFLAGS=-mod=mod go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+info=$(cd / && GOFLAGS=-mod=mod go mod download -json "$module@$version" 2>&1 || true)
+src=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 if [ -z "$src" ] || [ ! -d "$src/pkg" ]; then
-	echo "haproxy-ingress.sh: go mod download $module@$version gave no source directory (is the Go module proxy reachable?)" >&2
+	printf '%s\n' "$info" | grep '"Error"' >&2 || true
+	echo "haproxy-ingress.sh: go mod download $module@$version gave no source directory: check the version and that the Go module proxy serves it" >&2
 	exit 1
 fi
+mkdir -p "$dir"
+rm -rf "$dir"/.*.tmp.* # left by a run killed with SIGKILL
 
 bin="$dir/.haproxy-ingress-controller.tmp.$$"
 tree="$dir/.rootfs.tmp.$$"
