@@ -401,6 +401,9 @@ func (ip *ingressPod) startHapsuper(t *testing.T, pod kube.IngressPod, kp *k8ste
 	passwd, group := imageUserFiles(t, filepath.Dir(run))
 	argv = append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c",
 		`mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group && shift 2 && exec "$@"`, "sh", passwd, group}, argv...)
+	if root := os.Getenv("HAPSUPER_INGRESS_HAPROXY_ROOT"); root != "" {
+		env[0] = "PATH=" + haproxyRootWrapper(t, root, filepath.Dir(run), passwd, group) + ":/usr/sbin:/usr/bin:/sbin:/bin"
+	}
 	cmd := kp.Command(context.Background(), argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -423,6 +426,35 @@ func (ip *ingressPod) startHapsuper(t *testing.T, pod kube.IngressPod, kp *k8ste
 			t.Fatalf("no %q in hapsuper's log; log:\n%s", msg, c.Tail(30))
 		}
 	}
+}
+
+// haproxyRootWrapper writes, into dir/bin, a `haproxy` that runs the
+// HAProxy of a root made by hack/haproxy-root.sh (HAPSUPER_INGRESS_HAPROXY_ROOT,
+// such as /var/cache/hapsuper/haproxy-3.4: the hapsuper image's branch),
+// chrooted, with /tmp (the pod's directories), /proc and the image's
+// passwd and group mounted in a mount namespace of its own. It returns
+// dir/bin.
+func haproxyRootWrapper(t *testing.T, root, dir, passwd, group string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root, "usr/sbin/haproxy")); err != nil {
+		t.Fatalf("HAPSUPER_INGRESS_HAPROXY_ROOT: %v (make it with hack/haproxy-root.sh)", err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+exec unshare --mount --propagation private -- /bin/sh -euc '
+mount --bind /tmp %[1]q/tmp
+mount -t proc proc %[1]q/proc
+mount --bind %[2]q %[1]q/etc/passwd
+mount --bind %[3]q %[1]q/etc/group
+exec chroot %[1]q /usr/sbin/haproxy "$@"' haproxy "$@"
+`, root, passwd, group)
+	if err := os.WriteFile(filepath.Join(bin, "haproxy"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // imageUserFiles writes the host's passwd and group with user and group
