@@ -65,6 +65,7 @@ func TestH2SoftStop_UnsentStreamsAreTheClients(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.waitEnded(2 * time.Second)
 		r.close()
 		conns := r.connections()
 		t.Logf("drain ended %s after SIGTERM (%s); soft stop at %s; exit %d at %s",
@@ -148,8 +149,8 @@ type h2Seen struct {
 	afterEnd  []uint32        // server frames on a stream it had ended
 	rsts      []string        // RST_STREAM frames, either way
 	goAways   []h2GoAway      // the server's GOAWAY frames
-	serverFIN time.Time       // when the server's side ended
-	clientFIN time.Time
+	serverFIN time.Time       // when the server's FIN came (zero: none)
+	clientFIN time.Time       // when the client's FIN came
 }
 
 type h2GoAway struct {
@@ -222,13 +223,15 @@ func (r *h2Relay) pipe(dst, src net.Conn, seen *h2Seen, fromServer bool) {
 			}
 		}
 		if err != nil {
-			seen.mu.Lock()
-			if fromServer {
-				seen.serverFIN = time.Now()
-			} else {
-				seen.clientFIN = time.Now()
+			if errors.Is(err, io.EOF) {
+				seen.mu.Lock()
+				if fromServer {
+					seen.serverFIN = time.Now()
+				} else {
+					seen.clientFIN = time.Now()
+				}
+				seen.mu.Unlock()
 			}
-			seen.mu.Unlock()
 			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 				_ = tc.CloseWrite()
 			} else {
@@ -301,7 +304,7 @@ func (c *h2Seen) check(t *testing.T, term, soft time.Time) {
 		t.Errorf("conn %d: %d requests sent and not answered before the connection closed: %v", c.id, len(unanswered), unanswered)
 	}
 	if c.serverFIN.IsZero() || c.clientFIN.IsZero() {
-		t.Errorf("conn %d: still open after h2load and hapsuper exited", c.id)
+		t.Errorf("conn %d: not closed by both sides (FIN) after h2load and hapsuper exited", c.id)
 	}
 }
 
@@ -310,6 +313,22 @@ func (r *h2Relay) connections() []*h2Seen {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]*h2Seen(nil), r.conns...)
+}
+
+// waitEnded waits, at most bound, until both sides of every relayed
+// connection have closed (FIN).
+func (r *h2Relay) waitEnded(bound time.Duration) {
+	for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		open := sum(r.connections(), func(c *h2Seen) int {
+			if c.serverFIN.IsZero() || c.clientFIN.IsZero() {
+				return 1
+			}
+			return 0
+		})
+		if open == 0 {
+			return
+		}
+	}
 }
 
 // close stops accepting, closes every relayed connection and waits for the
