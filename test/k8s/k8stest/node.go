@@ -50,12 +50,18 @@ func (h *Harness) startFabric() error {
 }
 
 // deleteLinkIfPresent deletes a host interface if it still exists (deleting
-// the fabric namespace normally takes the host veth with it).
+// the fabric namespace normally takes the host veth with it, and the kernel
+// may finish that between the look-up and the delete: "Cannot find device"
+// is then the link already gone).
 func deleteLinkIfPresent(name string) error {
 	if _, err := net.InterfaceByName(name); err != nil {
 		return nil
 	}
-	return ip("link", "delete", name)
+	err := ip("link", "delete", name)
+	if err != nil && strings.Contains(err.Error(), "Cannot find device") {
+		return nil
+	}
+	return err
 }
 
 // addNode makes node i's namespace, its Node object and starts its
