@@ -27,7 +27,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -199,20 +198,7 @@ func (o *Observer) balancerRound(ctx context.Context) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b checkKey) int { return strings.Compare(a.url(), b.url()) })
-	sem := make(chan struct{}, o.cfg.Concurrency)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, k := range keys {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			o.pollCheck(ctx, k, targets[k][0])
-		})
-	}
+	fanOut(ctx, o.cfg.Concurrency, keys, func(k checkKey) { o.pollCheck(ctx, k, targets[k][0]) })
 }
 
 // pollCheck asks one health check and records the answer.

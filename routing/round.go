@@ -47,10 +47,16 @@ func (o *Observer) confirmRound(ctx context.Context) {
 	}
 	o.mu.Unlock()
 
-	sem := make(chan struct{}, o.cfg.Concurrency)
+	fanOut(ctx, o.cfg.Concurrency, todo, func(n *nodeState) { o.pollNode(ctx, n) })
+}
+
+// fanOut calls poll for every item, at most limit at a time, and returns
+// once every call it started has returned; it starts none once ctx is done.
+func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
+	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for _, n := range todo {
+	for _, it := range items {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -58,7 +64,7 @@ func (o *Observer) confirmRound(ctx context.Context) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			o.pollNode(ctx, n)
+			poll(it)
 		})
 	}
 }
