@@ -20,9 +20,9 @@ type loop struct {
 	drain    *drain.Drain
 	board    *status.Board
 	settings conf.Settings
-	graceful map[string]bool // frontends whose soft stop is graceful, for the poller
-	master   int             // the master's pid, for logs and status
-	proc     process         // the master, to signal, kill and reap
+	graceful *frontendSet // frontends whose soft stop is graceful, shared with the poller
+	master   int          // the master's pid, for logs and status
+	proc     process      // the master, to signal, kill and reap
 	stops    map[syscall.Signal]bool
 	now      func() time.Time
 	mode     string  // the routing mode, for status

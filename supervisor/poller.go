@@ -32,7 +32,7 @@ type poller struct {
 	serving  time.Duration   // slow
 	pace     <-chan bool     // true: fast; the latest value counts
 	ignore   map[string]bool // frontends whose traffic does not count
-	graceful map[string]bool // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful)
+	graceful *frontendSet    // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful), as the last inspection says
 	now      func() time.Time
 	answered map[int]bool // workers that answered a sample, of those show proc still lists
 	lb       *lbCheckIO   // the load balancers' health check of the pod; nil: none
@@ -127,7 +127,8 @@ type observation struct {
 // open no new session. Connections, what counts once routing is withdrawn:
 // stot only for the frontends whose soft stop is graceful (TCP mode, or
 // HTTP that the configuration makes graceful), stot + req_tot for the others
-// (an HTTP frontend the inspection did not see, added by a reload, is one).
+// (an HTTP frontend no inspection saw is one; the configuration is inspected
+// again after each reload that lands, reinspect.go).
 // All only grow within one worker.
 //
 // A current worker that the master could not reach (Sample.Unreachable) is
@@ -143,6 +144,7 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 		o.Err = err
 		return o
 	}
+	graceful := p.graceful.load()
 	for _, w := range s.Workers {
 		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns, Accepted: make(map[string]uint64, len(w.Frontends))}
 		for _, f := range w.Frontends {
@@ -151,7 +153,7 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 			}
 			dw.Accepted[f.Name] += f.Stot
 			dw.Requests += f.Stot + f.ReqTot
-			if f.Mode == "tcp" || p.graceful[f.Name] {
+			if f.Mode == "tcp" || graceful[f.Name] {
 				dw.Connections += f.Stot
 			} else {
 				dw.Connections += f.Stot + f.ReqTot

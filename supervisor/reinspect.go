@@ -3,17 +3,21 @@ package supervisor
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hapsuper/hapsuper/conf"
 )
 
 // reinspect reads HAProxy's configuration again after a reload that
-// landed and logs its warnings when they differ from those of the last
-// reload: a controller (haproxy-ingress) starts HAProxy on a minimal
+// landed: a controller (haproxy-ingress) starts HAProxy on a minimal
 // configuration and writes the real one later, so what start inspected
-// says nothing of the frontends clients reach. Only warnings: which
-// frontends count as graceful in a drain stays what start inspected (a
-// frontend added by a reload counts as not graceful, see poller.observe).
+// says nothing of the frontends clients reach. It logs the warnings when
+// they differ from those of the last reload, and hands the poller the
+// frontends whose soft stop is graceful now (their kept-alive requests are
+// then no new connections once routing is withdrawn). A frontend's name
+// stands for the old workers' copy of it too: the latest configuration
+// decides for both. A configuration that cannot be read leaves the last
+// set as it was.
 func (l *loop) reinspect() {
 	files, err := l.settings.ConfigFiles()
 	if err == nil {
@@ -21,6 +25,9 @@ func (l *loop) reinspect() {
 		insp, err = conf.Inspect(files, l.settings)
 		if err == nil {
 			l.reloadWarnings(insp.Warnings)
+			if l.graceful != nil {
+				l.graceful.store(gracefulFrontends(insp))
+			}
 			return
 		}
 	}
@@ -38,4 +45,29 @@ func (l *loop) reloadWarnings(warnings []string) {
 	for _, w := range sorted {
 		l.log.Warn("config warning", "warning", w, "after", "reload")
 	}
+}
+
+// frontendSet is a set of frontend names that the loop replaces and the
+// poller reads, each from its own goroutine; nil or empty: none.
+type frontendSet struct {
+	p atomic.Pointer[map[string]bool]
+}
+
+func newFrontendSet(m map[string]bool) *frontendSet {
+	s := &frontendSet{}
+	s.store(m)
+	return s
+}
+
+func (s *frontendSet) store(m map[string]bool) { s.p.Store(&m) }
+
+// load returns the set; a nil set is empty (reading a nil map is).
+func (s *frontendSet) load() map[string]bool {
+	if s == nil {
+		return nil
+	}
+	if m := s.p.Load(); m != nil {
+		return *m
+	}
+	return nil
 }

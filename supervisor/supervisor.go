@@ -179,7 +179,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		drain:    drain.New(drainSettings(s, insp, mode)),
 		board:    board,
 		settings: s,
-		graceful: gracefulFrontends(insp),
+		graceful: newFrontendSet(gracefulFrontends(insp)),
 		master:   master,
 		proc:     masterProcess{pid: master, log: log},
 		stops:    signalSet(s.StopSignals),

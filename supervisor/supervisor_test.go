@@ -97,7 +97,7 @@ func (f fakeSampler) Sample(context.Context) (runtimeapi.Sample, error) { return
 // stot plus req_tot of the others (web here is not graceful, api is).
 func TestPollerObserve(t *testing.T) {
 	now := time.Unix(100, 0)
-	p := &poller{ignore: map[string]bool{"probes": true}, graceful: map[string]bool{"api": true}, now: func() time.Time { return now }}
+	p := &poller{ignore: map[string]bool{"probes": true}, graceful: newFrontendSet(map[string]bool{"api": true}), now: func() time.Time { return now }}
 	s := runtimeapi.Sample{Workers: []runtimeapi.WorkerSample{
 		{
 			Process: runtimeapi.Process{PID: 7},
