@@ -5,7 +5,7 @@
 // kube-proxy — and says, row by row, OK, WARN or FAIL with the one thing
 // to change.
 //
-// It judges with the code the drain uses (conf.Inspect, routing.SurveyPod,
+// It judges with the code the drain uses (haproxy.Inspect, routing.SurveyPod,
 // routing.PickMode, routing.ProbeKubeProxies), never a copy of it. It
 // changes nothing: it reads the configuration and the API, and asks the
 // nodes' healthz once. Every API and healthz call is bounded by a timeout;

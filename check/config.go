@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 )
 
 // haproxyCheckTimeout bounds `haproxy -c`; a large configuration with
@@ -22,7 +23,7 @@ const haproxyCheckTimeout = 20 * time.Second
 // start), one row per frontend.
 func configRows(ctx context.Context, r *Report, s conf.Settings) {
 	haproxyVersionRows(ctx, r, s.HAProxy)
-	files, err := s.ConfigFiles()
+	files, err := haproxy.ConfigFiles(s)
 	if err != nil {
 		r.add(AreaConfig, "files", Fail, err.Error(), "point HAProxy's command after -- at the configuration: -- haproxy -f <file>")
 		return
@@ -30,7 +31,7 @@ func configRows(ctx context.Context, r *Report, s conf.Settings) {
 	r.add(AreaConfig, "files", OK, strings.Join(files, ", "), "")
 	haproxyParse(ctx, r, s.HAProxy)
 
-	in, err := conf.Inspect(files, s)
+	in, err := haproxy.Inspect(files, s)
 	if err != nil {
 		r.add(AreaConfig, "inspection", Fail, err.Error(), "fix the configuration or --ignore-frontends as the error says")
 		return
@@ -67,7 +68,7 @@ func configRows(ctx context.Context, r *Report, s conf.Settings) {
 // softStop says how the soft stop ends a frontend's connections. An
 // ignored frontend (probes, stats) gets no inspection warning: its row says
 // what it has.
-func softStop(fe conf.Frontend) string {
+func softStop(fe haproxy.Frontend) string {
 	switch {
 	case fe.Mode != "http":
 		return "soft stop leaves established connections to finish"
@@ -81,7 +82,7 @@ func softStop(fe conf.Frontend) string {
 
 // hardStop is the row of hard-stop-after against the stop budget, and of
 // any inspection warning not about a frontend.
-func hardStop(r *Report, s conf.Settings, in conf.Inspection, warned map[string]bool) {
+func hardStop(r *Report, s conf.Settings, in haproxy.Inspection, warned map[string]bool) {
 	found := false
 	for _, w := range in.Warnings {
 		if warned[w] {
@@ -120,7 +121,7 @@ func haproxyParse(ctx context.Context, r *Report, argv []string) {
 		r.add(AreaConfig, "haproxy -c", Skip, fmt.Sprintf("skipped: no HAProxy binary %q here", argv[0]), "")
 		return
 	}
-	out, err := conf.RunHAProxy(ctx, haproxyCheckTimeout, path, append([]string{"-c"}, argv[1:]...)...)
+	out, err := haproxy.RunHAProxy(ctx, haproxyCheckTimeout, path, append([]string{"-c"}, argv[1:]...)...)
 	text := strings.TrimSpace(string(out))
 	var exit *exec.ExitError
 	switch {

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 )
 
 // haproxyVersionTimeout bounds `haproxy -vv`, which prints and exits.
@@ -16,7 +16,7 @@ const haproxyVersionTimeout = 5 * time.Second
 // haproxyVersionRows names the HAProxy version HAProxy's command runs (as
 // `run` reads it, from `haproxy -vv`) and how `run` will learn that it is
 // ready, and WARNs for every known upstream regression of that release:
-// what breaks and the release that fixes it (conf.KnownRegressions).
+// what breaks and the release that fixes it (haproxy.KnownRegressions).
 func haproxyVersionRows(ctx context.Context, r *Report, argv []string) {
 	const subject = "haproxy version"
 	path, err := exec.LookPath(argv[0])
@@ -24,7 +24,7 @@ func haproxyVersionRows(ctx context.Context, r *Report, argv []string) {
 		r.add(AreaConfig, subject, Skip, fmt.Sprintf("skipped: no HAProxy binary %q here", argv[0]), "")
 		return
 	}
-	out, err := conf.RunHAProxy(ctx, haproxyVersionTimeout, path, "-vv")
+	out, err := haproxy.RunHAProxy(ctx, haproxyVersionTimeout, path, "-vv")
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		r.add(AreaConfig, subject, Fail, fmt.Sprintf("%s -vv did not finish within %v", path, haproxyVersionTimeout), "run it by hand to see where it stops")
@@ -33,7 +33,7 @@ func haproxyVersionRows(ctx context.Context, r *Report, argv []string) {
 		r.add(AreaConfig, subject, Fail, fmt.Sprintf("run %s -vv: %v", path, err), "check that the binary runs here")
 		return
 	}
-	v, err := conf.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseHAProxyVersion(string(out))
 	if err != nil {
 		r.add(AreaConfig, subject, Fail, err.Error(), "give HAProxy's binary first after --")
 		return

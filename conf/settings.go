@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hapsuper/hapsuper/haproxy/cmdline"
 )
 
 // DefaultHAProxy is HAProxy's command when none follows `--`: the official
@@ -203,7 +205,7 @@ func ParseWith(args []string, lookupEnv func(string) (string, bool), extra func(
 			s.HAProxy = append([]string{"haproxy"}, command...)
 		}
 	}
-	if sock, ok := scanArgv(s.HAProxy).masterSocket(); ok {
+	if sock, ok := cmdline.Scan(s.HAProxy).MasterSocket(); ok {
 		if src.set("master-socket") && s.MasterSocket != sock {
 			return Settings{}, fmt.Errorf("%s conflicts with -S %s in HAProxy's command: drop one of them", src.label("master-socket", s.MasterSocket), sock)
 		}

@@ -29,9 +29,9 @@ var fuzzedEnv = []string{
 // FuzzParse: any arguments and values of the timing and signal variables
 // give an error and zero Settings, or Settings that hold the package doc's
 // rules: QuietPeriod < MaxWait < GracePeriod − Margin, 10ms ≤ PollInterval <
-// QuietPeriod, stop signals that can start a drain, a HAProxy command whose
-// first word is the binary, and a Command that runs it with -W or -Ws, -db,
-// the master socket hapsuper talks to and the override file last.
+// QuietPeriod, stop signals that can start a drain, and a HAProxy command
+// whose first word is the binary (haproxy.FuzzCommand checks the command
+// line built from it).
 //
 // Seeds: the image's command (Dockerfile ENTRYPOINT + CMD), the variables
 // of deploy/ and the README's examples, and the boundaries of each rule.
@@ -120,46 +120,4 @@ func checkSettings(t *testing.T, argv []string, s Settings) {
 		fail("a TCP port and a min sync period of at least 500ms for kube-proxy")
 	}
 	_ = s.String() // must not panic
-
-	for _, notify := range []bool{false, true} {
-		cmd := s.Command(notify)
-		if len(cmd) < 2 || cmd[0] != s.HAProxy[0] || cmd[len(cmd)-1] != s.OverrideFile || !slices.Contains(cmd, "-db") {
-			t.Fatalf("Parse(%q): Command(%v) = %q, want %q first, -db, and %q last", argv, notify, cmd, s.HAProxy[0], s.OverrideFile)
-		}
-		mode := "-W"
-		if notify {
-			mode = "-Ws"
-		}
-		if !slices.Contains(cmd, mode) && !slices.Contains(cmd, "-Ws") {
-			t.Fatalf("Parse(%q): Command(%v) = %q, want %s", argv, notify, cmd, mode)
-		}
-		// A value option left without its value takes the next argument,
-		// hapsuper's included: the rule holds for well-formed commands.
-		// Parse accepts an empty --master-socket (and an empty -S unix@
-		// address), which no HAProxy listens on: not checked here until
-		// validate refuses it.
-		if wellFormed(s.HAProxy) && s.MasterSocket != "" {
-			if sock, ok := scanArgv(cmd).masterSocket(); !ok || sock != s.MasterSocket {
-				t.Fatalf("Parse(%q): Command(%v) = %q listens on %q, hapsuper talks to %q", argv, notify, cmd, sock, s.MasterSocket)
-			}
-		}
-	}
-}
-
-// wellFormed tells whether every value option of HAProxy's options (before
-// any "--") is followed by a value that is not itself an option.
-func wellFormed(command []string) bool {
-	opts := command[1:]
-	if i := slices.Index(opts, "--"); i >= 0 {
-		opts = opts[:i]
-	}
-	for i := 0; i < len(opts); i++ {
-		if slices.Contains(valueOptions, opts[i]) {
-			if i+1 >= len(opts) || strings.HasPrefix(opts[i+1], "-") {
-				return false
-			}
-			i++
-		}
-	}
-	return true
 }

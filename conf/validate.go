@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hapsuper/hapsuper/haproxy/cmdline"
 )
 
 // minPollInterval keeps polling from loading HAProxy's master CLI.
@@ -29,9 +31,9 @@ func validate(s Settings, src source) error {
 			return fmt.Errorf("%s is empty: give a path, or leave it out for the default", src.label(p.name, `""`))
 		}
 	}
-	if a := scanArgv(s.HAProxy); a.s != "" {
-		if addr, _, _ := strings.Cut(a.s, ","); !strings.HasPrefix(addr, "/") && !strings.HasPrefix(addr, "unix@/") {
-			return fmt.Errorf("-S %s in HAProxy's command is not a unix socket path: hapsuper drives HAProxy over its admin master CLI and must not put it on the network; use -S /path/master.sock, or drop -S for --master-socket", a.s)
+	if a := cmdline.Scan(s.HAProxy); a.S != "" {
+		if addr, _, _ := strings.Cut(a.S, ","); !strings.HasPrefix(addr, "/") && !strings.HasPrefix(addr, "unix@/") {
+			return fmt.Errorf("-S %s in HAProxy's command is not a unix socket path: hapsuper drives HAProxy over its admin master CLI and must not put it on the network; use -S /path/master.sock, or drop -S for --master-socket", a.S)
 		}
 	}
 	if !filepath.IsAbs(s.MasterSocket) {
@@ -130,7 +132,7 @@ func validateLBCheck(s Settings, src source) error {
 		return nil
 	}
 	if _, err := LBCheckAddr(s.LBCheckBind); err != nil {
-		return fmt.Errorf("%s is not an address to bind: %w", src.label("lb-check-bind", quoteIfUnprintable(s.LBCheckBind)), err)
+		return fmt.Errorf("%s is not an address to bind: %w", src.label("lb-check-bind", QuoteIfUnprintable(s.LBCheckBind)), err)
 	}
 	if s.LBCheckThreshold < 1 || s.LBCheckThreshold > 20 {
 		return fmt.Errorf("%s: give the load balancer's unhealthy threshold (1 to 20; AWS target groups default to 2, GKE to 2) with --lb-check-bind", src.label("lb-check-threshold", s.LBCheckThreshold))
@@ -177,10 +179,10 @@ func LBCheckAddr(bind string) (string, error) {
 	return ap.String(), nil
 }
 
-// quoteIfUnprintable returns v as it is when it is plain printable text, or
+// QuoteIfUnprintable returns v as it is when it is plain printable text, or
 // Go-quoted when it holds characters (a newline, a tab) that would garble
 // the message that shows it.
-func quoteIfUnprintable(v string) string {
+func QuoteIfUnprintable(v string) string {
 	if q := strconv.Quote(v); q[1:len(q)-1] != v {
 		return q
 	}

@@ -25,7 +25,8 @@ targets=(
 	./runtimeapi:FuzzSample
 	./status:FuzzServerRequest
 	./conf:FuzzParse
-	./conf:FuzzOverride
+	./haproxy:FuzzOverride
+	./haproxy:FuzzCommand
 	./routing:FuzzParseHealthz
 	./routing:FuzzHealthzExchange
 	./drain:FuzzDrain

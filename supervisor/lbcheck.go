@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 )
 
@@ -18,7 +18,7 @@ import (
 // targets, hostNetwork, hostPort): --lb-check-bind. The override file adds a
 // frontend on that address answering 200 while its backend's one server is
 // usable, 503 once it is not, with a stick table counting each source
-// address's requests (conf.LBCheck). From the stop on, the poller puts that
+// address's requests (haproxy.LBCheck). From the stop on, the poller puts that
 // server in maintenance on every worker (`set server … state maint`, on new
 // workers too), so every check fails, and reads the tables each poll. The
 // load balancer has marked the pod down once every address that was
@@ -61,13 +61,13 @@ func (c *lbCheckIO) poll(ctx context.Context, s runtimeapi.Sample) *lbTables {
 	for _, w := range s.Workers {
 		pid := w.Process.PID
 		if !c.failed[pid] {
-			if err := c.cli.SetServerState(ctx, pid, conf.LBCheckServer, "maint"); err != nil {
+			if err := c.cli.SetServerState(ctx, pid, haproxy.LBCheckServer, "maint"); err != nil {
 				t.err = fmt.Errorf("fail the load balancer's check on worker %d: %w", pid, err)
 				return t
 			}
 			c.failed[pid] = true
 		}
-		entries, err := c.cli.ShowTable(ctx, pid, conf.LBCheck)
+		entries, err := c.cli.ShowTable(ctx, pid, haproxy.LBCheck)
 		if err != nil {
 			t.err = err
 			return t

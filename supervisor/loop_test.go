@@ -11,6 +11,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -93,7 +94,7 @@ func newScenario(t *testing.T, s conf.Settings, rt *fakeRouting) *scenario {
 	sc := &scenario{t: t, clock: t0}
 	sc.master = &fakeMaster{clock: &sc.clock}
 	sc.l = &loop{
-		log: discard, drain: drain.New(drainSettings(s, conf.Inspection{}, conf.RoutingOff)), board: status.NewBoard(status.Snapshot{}),
+		log: discard, drain: drain.New(drainSettings(s, haproxy.Inspection{}, conf.RoutingOff)), board: status.NewBoard(status.Snapshot{}),
 		settings: s, master: 42, proc: sc.master, stops: signalSet(s.StopSignals),
 		now: func() time.Time { return sc.clock }, mode: conf.RoutingOff, reloads: newReloads(),
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {

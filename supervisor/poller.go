@@ -32,7 +32,7 @@ type poller struct {
 	serving  time.Duration   // slow
 	pace     <-chan bool     // true: fast; the latest value counts
 	ignore   map[string]bool // frontends whose traffic does not count
-	graceful *frontendSet    // HTTP frontends whose soft stop is graceful (conf.Frontend.Graceful), as the last inspection says
+	graceful *frontendSet    // HTTP frontends whose soft stop is graceful (haproxy.Frontend.Graceful), as the last inspection says
 	now      func() time.Time
 	answered map[int]bool // workers that answered a sample, of those show proc still lists
 	lb       *lbCheckIO   // the load balancers' health check of the pod; nil: none

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
 )
@@ -76,7 +77,7 @@ func TestPollerPace(t *testing.T) {
 func TestLoopPace(t *testing.T) {
 	s := conf.Settings{GracePeriod: 30 * time.Second, QuietPeriod: 2 * time.Second, MaxWait: 20 * time.Second,
 		Margin: 2 * time.Second, PollInterval: 100 * time.Millisecond, StopSignals: []syscall.Signal{syscall.SIGTERM}}
-	l := &loop{log: discard, drain: drain.New(drainSettings(s, conf.Inspection{}, conf.RoutingOff)), settings: s,
+	l := &loop{log: discard, drain: drain.New(drainSettings(s, haproxy.Inspection{}, conf.RoutingOff)), settings: s,
 		stops: signalSet(s.StopSignals), now: time.Now, pace: newPace(), board: status.NewBoard(status.Snapshot{}), reloads: newReloads()}
 	tick := time.NewTicker(time.Hour)
 	defer tick.Stop()

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 )
 
 // Exit codes of a process that could not be started, as tini and shells use them.
@@ -49,11 +49,11 @@ func resolve(bin string) (string, error) {
 // 3.0, every build from 3.1 on). It runs `haproxy -vv`, so it must run
 // before the reaper starts: the reaper owns every wait after that.
 func supportsNotify(ctx context.Context, path string) bool {
-	out, err := conf.RunHAProxy(ctx, 5*time.Second, path, "-vv")
+	out, err := haproxy.RunHAProxy(ctx, 5*time.Second, path, "-vv")
 	if err != nil {
 		return false
 	}
-	v, err := conf.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseHAProxyVersion(string(out))
 	return err == nil && v.SupportsNotify()
 }
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 )
 
 // reinspect reads HAProxy's configuration again after a reload that
@@ -19,10 +19,10 @@ import (
 // decides for both. A configuration that cannot be read leaves the last
 // set as it was.
 func (l *loop) reinspect() {
-	files, err := l.settings.ConfigFiles()
+	files, err := haproxy.ConfigFiles(l.settings)
 	if err == nil {
-		var insp conf.Inspection
-		insp, err = conf.Inspect(files, l.settings)
+		var insp haproxy.Inspection
+		insp, err = haproxy.Inspect(files, l.settings)
 		if err == nil {
 			l.reloadWarnings(insp.Warnings)
 			if l.graceful != nil {

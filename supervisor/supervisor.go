@@ -33,6 +33,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/metrics"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 	"github.com/hapsuper/hapsuper/status"
@@ -140,7 +141,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 			env = append(env, "NOTIFY_SOCKET="+nl.path)
 		}
 	}
-	argv := s.Command(notify)
+	argv := haproxy.Command(s, notify)
 	argv[0] = path
 	if sig, ok := stopBeforeStart(sigs, signalSet(s.StopSignals)); ok {
 		sv.log.Info("stop requested before HAProxy started: exiting without starting it", "signal", conf.SignalName(sig))
@@ -200,38 +201,38 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 
 // prepare creates the socket directories and writes the override file, and
 // checks the user's configuration: all before HAProxy starts.
-func (sv *Supervisor) prepare() (conf.Inspection, error) {
+func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 	s := sv.settings
 	for _, p := range []string{s.MasterSocket, s.StatusSocket, s.OverrideFile} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return conf.Inspection{}, fmt.Errorf("create directory for %s: %w", p, err)
+			return haproxy.Inspection{}, fmt.Errorf("create directory for %s: %w", p, err)
 		}
 	}
 	// What hapsuper keeps must not be replaceable by another user. The
 	// master socket of HAProxy's own -S may live in a directory shared by
 	// design (haproxy-ingress's, with its controller): a warning there.
 	for _, p := range []string{s.StatusSocket, s.OverrideFile, s.MasterSocket} {
-		err := conf.CheckDir(filepath.Dir(p))
+		err := checkPrivateDir(filepath.Dir(p))
 		switch {
 		case err == nil:
-		case p == s.MasterSocket && s.MasterSocketFromCommand():
+		case p == s.MasterSocket && haproxy.MasterSocketFromCommand(s):
 			sv.log.Warn("the master CLI socket's directory is not private: another user of the pod could replace the socket and feed the drain false counters", "socket", p, "err", err)
 		default:
-			return conf.Inspection{}, err
+			return haproxy.Inspection{}, err
 		}
 	}
-	files, err := s.ConfigFiles()
+	files, err := haproxy.ConfigFiles(s)
 	if err != nil {
-		return conf.Inspection{}, err
+		return haproxy.Inspection{}, err
 	}
-	insp, err := conf.Inspect(files, s)
+	insp, err := haproxy.Inspect(files, s)
 	if err != nil {
-		return conf.Inspection{}, err
+		return haproxy.Inspection{}, err
 	}
 	for _, w := range insp.Warnings {
 		sv.log.Warn("config warning", "warning", w)
 	}
-	return insp, conf.WriteOverride(s)
+	return insp, haproxy.WriteOverride(s)
 }
 
 // runGroup runs the loop with its helpers as one oklog/run group: the loop
@@ -263,7 +264,7 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 	if l.settings.LBCheckBind != "" {
 		// The health check hapsuper adds is no traffic; its own checks
 		// are counted in its table.
-		p.ignore[conf.LBCheck] = true
+		p.ignore[haproxy.LBCheck] = true
 		p.lb = &lbCheckIO{cli: cli}
 		l.lbIO, l.lbCheck = p.lb, &lbCheck{bind: l.settings.LBCheckBind, threshold: l.settings.LBCheckThreshold}
 	}
@@ -355,7 +356,7 @@ func set(names []string) map[string]bool {
 	return m
 }
 
-func drainSettings(s conf.Settings, insp conf.Inspection, mode string) drain.Settings {
+func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.Settings {
 	ds := drain.Settings{
 		QuietPeriod:          s.QuietPeriod,
 		WithdrawnQuietPeriod: s.WithdrawnQuiet(mode),
@@ -374,7 +375,7 @@ func drainSettings(s conf.Settings, insp conf.Inspection, mode string) drain.Set
 }
 
 // gracefulFrontends is the set of frontends whose soft stop is graceful.
-func gracefulFrontends(insp conf.Inspection) map[string]bool {
+func gracefulFrontends(insp haproxy.Inspection) map[string]bool {
 	m := make(map[string]bool, len(insp.Frontends))
 	for _, fe := range insp.Frontends {
 		if fe.Graceful {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 )
 
@@ -212,7 +213,7 @@ func TestNotifyListener(t *testing.T) {
 func TestDrainSettings_AuditWindowByMode(t *testing.T) {
 	s := conf.Settings{QuietPeriod: 2 * time.Second, PollInterval: 100 * time.Millisecond, KubeProxySyncAllowance: 250 * time.Millisecond}
 	for mode, want := range map[string]time.Duration{conf.RoutingKubeProxy: 450 * time.Millisecond, conf.RoutingEndpointSlices: 2 * time.Second} {
-		if got := drainSettings(s, conf.Inspection{}, mode).InFlightWindow; got != want {
+		if got := drainSettings(s, haproxy.Inspection{}, mode).InFlightWindow; got != want {
 			t.Errorf("drainSettings in %s mode: audit window %v, want %v", mode, got, want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 )
 
 // extractEntry lays one layer entry out under root as a container runtime
@@ -145,7 +146,7 @@ func checkImageMaster(t *testing.T, root string, master int) {
 	if err != nil {
 		t.Fatalf("haproxy -v in the image: %v", err)
 	}
-	v, err := conf.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseHAProxyVersion(string(out))
 	if err != nil {
 		t.Fatal(err)
 	}

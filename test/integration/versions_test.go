@@ -33,7 +33,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 )
 
 // haproxyVersion is one HAProxy build the suite runs against.
@@ -41,7 +41,7 @@ type haproxyVersion struct {
 	name    string // major.minor, as `haproxy -v` says: "2.6", "3.0"
 	line    string // the first line of `haproxy -v`
 	root    string // a Debian root with this HAProxy at /usr/sbin/haproxy; "" for the host's
-	version conf.HAProxyVersion
+	version haproxy.HAProxyVersion
 }
 
 // rootVersions are the branches run from roots of hack/haproxy-root.sh,
@@ -116,7 +116,7 @@ func probeVersion(root string) (haproxyVersion, error) {
 	if err != nil {
 		return haproxyVersion{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}
-	v, err := conf.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseHAProxyVersion(string(out))
 	if err != nil {
 		return haproxyVersion{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -106,11 +107,11 @@ func checkHapsuperAccepts(t *testing.T, c corev1.Container) {
 	if err != nil {
 		t.Fatalf("hapsuper refuses the container's settings: %v", err)
 	}
-	files, err := s.ConfigFiles()
+	files, err := haproxy.ConfigFiles(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := conf.Inspect(files, s)
+	in, err := haproxy.Inspect(files, s)
 	if err != nil {
 		t.Fatalf("hapsuper refuses the example haproxy.cfg: %v", err)
 	}

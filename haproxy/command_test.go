@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 func TestCommand(t *testing.T) {
@@ -45,12 +47,12 @@ func TestCommand(t *testing.T) {
 			if tt.haproxy != nil {
 				args = append([]string{"--"}, tt.haproxy...)
 			}
-			s, err := Parse(args, nil)
+			s, err := conf.Parse(args, nil)
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", args, err)
 			}
 			before := strings.Join(s.HAProxy, " ")
-			got := s.Command(tt.notify)
+			got := Command(s, tt.notify)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Command(%v) =\n%q\nwant\n%q", tt.notify, got, tt.want)
 			}
@@ -121,11 +123,11 @@ func TestConfigFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			override := cmp.Or(tt.override, "run/override.cfg")
-			s, err := Parse(append([]string{"--override-file", p(override), "--"}, tt.haproxy...), nil)
+			s, err := conf.Parse(append([]string{"--override-file", p(override), "--"}, tt.haproxy...), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.ConfigFiles()
+			got, err := ConfigFiles(s)
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatalf("ConfigFiles() = %q, want an error", got)

@@ -1,4 +1,4 @@
-package conf
+package supervisor
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// CheckDir reports whether another user could replace what hapsuper keeps
-// in dir (its sockets, the override file): dir and every directory above it
+// checkPrivateDir reports whether another user could replace what hapsuper
+// keeps in dir (its sockets, the override file): dir and every directory above it
 // must belong to this process's user or to root, and must not be writable
 // by group or others unless their sticky bit is set (then only a file's
 // owner may rename or remove it, as in /tmp or a Memory emptyDir, 1777).
@@ -17,7 +17,7 @@ import (
 // ended quiet while a client sent) or its own file over the override file
 // (run as root at the next reload). The error names the directory and what
 // to change.
-func CheckDir(dir string) error {
+func checkPrivateDir(dir string) error {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return fmt.Errorf("check directory %s: %w", dir, err)

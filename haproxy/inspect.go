@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	parser "github.com/haproxytech/client-native/v5/config-parser"
 	"github.com/haproxytech/client-native/v5/config-parser/options"
 	"github.com/haproxytech/client-native/v5/config-parser/types"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // Frontend is one frontend (or listen section) of the user's configuration:
@@ -48,7 +50,7 @@ var parseMu sync.Mutex
 // against s. It never writes them. Unknown names in s.IgnoreFrontends are an
 // error that lists the known frontends. Conditional blocks (.if) are not
 // evaluated: what they hold counts as set.
-func Inspect(files []string, s Settings) (Inspection, error) {
+func Inspect(files []string, s conf.Settings) (Inspection, error) {
 	p, err := parseFiles(files)
 	if err != nil {
 		return Inspection{}, err

@@ -1,4 +1,4 @@
-package conf
+package supervisor
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 // A directory only this user (or root) can write is safe, and so is one
 // with the sticky bit; one writable by others without it, or under such a
 // directory, is not, nor is one of another user.
-func TestCheckDir(t *testing.T) {
+func TestCheckPrivateDir(t *testing.T) {
 	base := t.TempDir()
 	mk := func(name string, mode os.FileMode) string {
 		p := filepath.Join(base, name)
@@ -39,12 +39,12 @@ func TestCheckDir(t *testing.T) {
 		{under, open + " (holding " + under + ") is writable by other users"},
 		{link, "is writable by other users"},
 	} {
-		err := CheckDir(tc.dir)
+		err := checkPrivateDir(tc.dir)
 		switch {
 		case tc.want == "" && err != nil:
-			t.Errorf("CheckDir(%s): %v, want none", tc.dir, err)
+			t.Errorf("checkPrivateDir(%s): %v, want none", tc.dir, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("CheckDir(%s): %v, want one saying %q", tc.dir, err, tc.want)
+			t.Errorf("checkPrivateDir(%s): %v, want one saying %q", tc.dir, err, tc.want)
 		}
 	}
 	if os.Geteuid() == 0 {
@@ -52,8 +52,8 @@ func TestCheckDir(t *testing.T) {
 		if err := os.Chown(other, 4242, 4242); err != nil {
 			t.Fatal(err)
 		}
-		if err := CheckDir(other); err == nil || !strings.Contains(err.Error(), "belongs to uid 4242") {
-			t.Errorf("CheckDir of another user's directory: %v", err)
+		if err := checkPrivateDir(other); err == nil || !strings.Contains(err.Error(), "belongs to uid 4242") {
+			t.Errorf("checkPrivateDir of another user's directory: %v", err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"errors"
@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 // overrideText is the override file. HAProxy reads it after the user's files,
 // so its global values win over theirs. Only two values reach it, the
-// budget as a number of milliseconds and --lb-check-bind as LBCheckAddr
+// budget as a number of milliseconds and --lb-check-bind as conf.LBCheckAddr
 // rewrote it: everything else is this file's own text.
-func overrideText(s Settings) (string, error) {
+func overrideText(s conf.Settings) (string, error) {
 	ms := s.Budget().Milliseconds()
 	if ms < 1 {
 		return "", fmt.Errorf("the stop budget %v (--grace-period − --margin) is under 1ms: raise --grace-period", s.Budget())
@@ -23,9 +25,9 @@ global
     hard-stop-after %dms
 `, ms)
 	if s.LBCheckBind != "" {
-		bind, err := LBCheckAddr(s.LBCheckBind)
+		bind, err := conf.LBCheckAddr(s.LBCheckBind)
 		if err != nil {
-			return "", fmt.Errorf("--lb-check-bind %s is not an address to bind: %w", quoteIfUnprintable(s.LBCheckBind), err)
+			return "", fmt.Errorf("--lb-check-bind %s is not an address to bind: %w", conf.QuoteIfUnprintable(s.LBCheckBind), err)
 		}
 		text += fmt.Sprintf(lbCheckText, LBCheck, bind, LBCheckBackend, LBCheckBackend)
 	}
@@ -73,7 +75,7 @@ const overrideMark = "# written by hapsuper"
 // hard-stop-after set to the stop budget, atomically (a temporary file renamed
 // into place). It creates the file's directory with mode 0700 when missing;
 // the file is 0644 so HAProxy can read it whatever user it runs as.
-func WriteOverride(s Settings) error {
+func WriteOverride(s conf.Settings) error {
 	text, err := overrideText(s)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"errors"
@@ -7,80 +7,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy/cmdline"
 )
-
-// argv is what hapsuper needs to know of HAProxy's command line. HAProxy
-// takes an option's value as the next argument; `--` ends the options and
-// every argument after it is a configuration file.
-type argv struct {
-	binary      string
-	options     []string // between the binary and "--"
-	files       []string // after "--"
-	hasDashDash bool
-	w, ws, db   int      // index in options of -W, -Ws, -db; -1 when absent
-	s           string   // the first -S value, with its options
-	configs     []string // -f values, in order
-	chdir       string   // -C value
-}
-
-// valueOptions are HAProxy options whose value is the next argument.
-var valueOptions = []string{"-f", "-C", "-L", "-p", "-n", "-N", "-m", "-x", "-S"}
-
-func scanArgv(command []string) argv {
-	a := argv{w: -1, ws: -1, db: -1}
-	if len(command) == 0 {
-		return a
-	}
-	a.binary = command[0]
-	rest := command[1:]
-	if i := slices.Index(rest, "--"); i >= 0 {
-		a.options, a.files, a.hasDashDash = rest[:i], rest[i+1:], true
-	} else {
-		a.options = rest
-	}
-	for i := 0; i < len(a.options); i++ {
-		opt := a.options[i]
-		switch opt {
-		case "-W":
-			a.w = i
-		case "-Ws":
-			a.ws = i
-		case "-db":
-			a.db = i
-		}
-		if !slices.Contains(valueOptions, opt) || i+1 >= len(a.options) {
-			continue
-		}
-		i++
-		switch v := a.options[i]; opt {
-		case "-S":
-			if a.s == "" {
-				a.s = v
-			}
-		case "-f":
-			a.configs = append(a.configs, v)
-		case "-C":
-			a.chdir = v
-		}
-	}
-	return a
-}
-
-// masterSocket is the address of the first -S: the part before its options,
-// without a unix@ prefix.
-func (a argv) masterSocket() (string, bool) {
-	if a.s == "" {
-		return "", false
-	}
-	addr, _, _ := strings.Cut(a.s, ",")
-	return strings.TrimPrefix(addr, "unix@"), addr != ""
-}
 
 // MasterSocketFromCommand reports whether the master socket is the -S of
 // HAProxy's command (the user's, in a place of the user's choosing) rather
 // than --master-socket.
-func (s Settings) MasterSocketFromCommand() bool {
-	_, ok := scanArgv(s.HAProxy).masterSocket()
+func MasterSocketFromCommand(s conf.Settings) bool {
+	_, ok := cmdline.Scan(s.HAProxy).MasterSocket()
 	return ok
 }
 
@@ -89,28 +25,28 @@ func (s Settings) MasterSocketFromCommand() bool {
 // -db (a `daemon` line would otherwise detach the master) and
 // -S <MasterSocket>,mode,600,level,admin — and then the override file last,
 // so its global values win.
-func (s Settings) Command(notify bool) []string {
-	a := scanArgv(s.HAProxy)
-	opts := slices.Clone(a.options)
+func Command(s conf.Settings, notify bool) []string {
+	a := cmdline.Scan(s.HAProxy)
+	opts := slices.Clone(a.Options)
 	switch {
-	case a.w >= 0 && notify:
-		opts[a.w] = "-Ws"
-	case a.w < 0 && a.ws < 0 && notify:
+	case a.W >= 0 && notify:
+		opts[a.W] = "-Ws"
+	case a.W < 0 && a.Ws < 0 && notify:
 		opts = append(opts, "-Ws")
-	case a.w < 0 && a.ws < 0:
+	case a.W < 0 && a.Ws < 0:
 		opts = append(opts, "-W")
 	}
-	if a.db < 0 {
+	if a.Db < 0 {
 		opts = append(opts, "-db")
 	}
-	if _, ok := a.masterSocket(); !ok {
+	if _, ok := a.MasterSocket(); !ok {
 		opts = append(opts, "-S", s.MasterSocket+",mode,600,level,admin")
 	}
-	cmd := append([]string{a.binary}, opts...)
-	if a.hasDashDash {
+	cmd := append([]string{a.Binary}, opts...)
+	if a.HasDashDash {
 		// After "--" every argument is a file: the override is the last one.
 		cmd = append(cmd, "--")
-		cmd = append(cmd, a.files...)
+		cmd = append(cmd, a.Files...)
 		return append(cmd, s.OverrideFile)
 	}
 	return append(cmd, "-f", s.OverrideFile)
@@ -120,12 +56,12 @@ func (s Settings) Command(notify bool) []string {
 // HAProxy's order: the -f values, then the files after "--"; a directory means
 // its *.cfg files in lexical order. Relative paths are taken from -C when
 // given. The override file is left out. A missing file is an error naming it.
-func (s Settings) ConfigFiles() ([]string, error) {
-	a := scanArgv(s.HAProxy)
+func ConfigFiles(s conf.Settings) ([]string, error) {
+	a := cmdline.Scan(s.HAProxy)
 	var files []string
-	for _, name := range append(slices.Clone(a.configs), a.files...) {
-		if a.chdir != "" && !filepath.IsAbs(name) {
-			name = filepath.Join(a.chdir, name)
+	for _, name := range append(slices.Clone(a.Configs), a.Files...) {
+		if a.Chdir != "" && !filepath.IsAbs(name) {
+			name = filepath.Join(a.Chdir, name)
 		}
 		if filepath.Clean(name) == filepath.Clean(s.OverrideFile) {
 			if err := checkOverridePath(name); err != nil {

@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"fmt"
@@ -7,51 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// LBCheckAddr takes an IP address or no host and a decimal port, and
-// nothing that could change the line it is written on.
-func TestLBCheckAddr(t *testing.T) {
-	for _, tt := range []struct{ in, want, err string }{
-		{in: ":8404", want: ":8404"},
-		{in: "*:8404", want: "*:8404"},
-		{in: ":08404", want: ":8404"},
-		{in: "127.0.0.1:8404", want: "127.0.0.1:8404"},
-		{in: "0.0.0.0:1", want: "0.0.0.0:1"},
-		{in: "[::]:65535", want: "[::]:65535"},
-		{in: "[FD00::5]:8404", want: "[fd00::5]:8404"},
-		{in: "[::ffff:10.0.0.5]:8404", want: "[::ffff:10.0.0.5]:8404"},
-		{in: "127.0.0.1:8404\nglobal\n    stats socket /tmp/a.sock mode 666 level admin", err: `'\n'`},
-		{in: ":8404\r", err: `'\r'`},
-		{in: ":8404\tssl crt /x", err: `'\t'`},
-		{in: ":8404 ssl", err: `' '`},
-		{in: ":8404\x00", err: `'\x00'`},
-		{in: ":84\u00a004", err: "non-ASCII"},
-		{in: "#:8404", err: "not an IP address"},
-		{in: "localhost:8404", err: `host "localhost" is not an IP address`},
-		{in: "ipv4@127.0.0.1:8404", err: "not an IP address"},
-		{in: "127.0.0.1,127.0.0.2:8404", err: "not an IP address"},
-		{in: "[fe80::1%eth0]:8404", err: `zone "eth0"`},
-		{in: "[fe80::1%a#b]:8404", err: `zone "a#b"`},
-		{in: "::1:8404", err: "give [host]:port"},
-		{in: "1.2.3.256:8404", err: "give [host]:port"},
-		{in: "8404", err: "no :port"},
-		{in: "", err: "no :port"},
-		{in: ":0", err: "not 1-65535"},
-		{in: ":65536", err: "not 1-65535"},
-		{in: ":+1", err: "not 1-65535"},
-		{in: ":8404-8405", err: "not 1-65535"},
-		{in: "127.0.0.1:", err: "not 1-65535"},
-	} {
-		got, err := LBCheckAddr(tt.in)
-		switch {
-		case tt.err == "" && (err != nil || got != tt.want):
-			t.Errorf("LBCheckAddr(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || got != ""):
-			t.Errorf("LBCheckAddr(%q) = %q, %v; want an error with %q", tt.in, got, err, tt.err)
-		}
-	}
-}
+	"github.com/hapsuper/hapsuper/conf"
+)
 
 // The sections the override file may hold, in order, and the keywords each
 // may use. Nothing else may appear in it.
@@ -67,12 +25,12 @@ var (
 )
 
 // FuzzOverride: for any --lb-check-bind and stop budget, the override
-// writer either refuses (and then so does validate, with the same verdict)
+// writer either refuses (and then so does conf.Parse, with the same verdict)
 // or writes exactly the sections hapsuper means to write: printable ASCII
 // lines, each a comment before the first section, a section header of
 // overrideSections, or an indented line with a keyword of its section; a
 // `hard-stop-after <budget>ms` and, with the check, one `bind` of one
-// address that LBCheckAddr accepts.
+// address that conf.LBCheckAddr accepts.
 //
 // Seeds: the documented examples, and each kind of injection (a newline
 // starting a `global` section with an admin stats socket, CR, TAB, `#`,
@@ -87,16 +45,19 @@ func FuzzOverride(f *testing.F) {
 	f.Add(":8404", int64(1))
 	f.Add(":8404", int64(0))
 	f.Fuzz(func(t *testing.T, bind string, budgetMs int64) {
-		s := Settings{GracePeriod: time.Duration(budgetMs) * time.Millisecond, LBCheckBind: bind}
+		s := conf.Settings{GracePeriod: time.Duration(budgetMs) * time.Millisecond, LBCheckBind: bind}
 		if bind != "" {
 			s.LBCheckThreshold = 2
 		}
 		budgetMs = s.Budget().Milliseconds() // as it wraps around
 		text, err := overrideText(s)
-		_, addrErr := LBCheckAddr(bind)
-		verr := validateLBCheck(s, source{})
+		_, addrErr := conf.LBCheckAddr(bind)
+		var verr error
+		if bind != "" {
+			_, verr = conf.Parse([]string{"--lb-check-bind=" + bind, "--lb-check-threshold=2"}, nil)
+		}
 		if (bind != "" && addrErr != nil) != (verr != nil) {
-			t.Fatalf("--lb-check-bind %q: LBCheckAddr says %v, validate says %v", bind, addrErr, verr)
+			t.Fatalf("--lb-check-bind %q: LBCheckAddr says %v, Parse says %v", bind, addrErr, verr)
 		}
 		if err != nil {
 			if (bind == "" || addrErr == nil) && budgetMs >= 1 {
@@ -160,7 +121,7 @@ func checkOverrideText(text string, budgetMs int64, lbCheck bool) error {
 			if len(fields) != 2 {
 				return fmt.Errorf("bind line %q has options", line)
 			}
-			if addr, err := LBCheckAddr(fields[1]); err != nil || addr != fields[1] {
+			if addr, err := conf.LBCheckAddr(fields[1]); err != nil || addr != fields[1] {
 				return fmt.Errorf("bind address %q is not one LBCheckAddr writes: %q, %v", fields[1], addr, err)
 			}
 		case "hard-stop-after":

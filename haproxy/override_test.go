@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"bufio"
@@ -14,11 +14,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 func TestWriteOverride(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run", "hapsuper")
-	s, err := Parse([]string{"--grace-period", "45s", "--margin", "3s", "--override-file", filepath.Join(dir, "override.cfg")}, nil)
+	s, err := conf.Parse([]string{"--grace-period", "45s", "--margin", "3s", "--override-file", filepath.Join(dir, "override.cfg")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestWriteOverride(t *testing.T) {
 func TestWriteOverrideError(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	writeFiles(t, filepath.Dir(file), map[string]string{"file": ""})
-	s := Settings{GracePeriod: 30 * time.Second, Margin: 2 * time.Second, OverrideFile: filepath.Join(file, "override.cfg")}
+	s := conf.Settings{GracePeriod: 30 * time.Second, Margin: 2 * time.Second, OverrideFile: filepath.Join(file, "override.cfg")}
 	err := WriteOverride(s)
 	if err == nil || !strings.Contains(err.Error(), "--override-file") {
 		t.Errorf("WriteOverride under a regular file: %v, want an error suggesting --override-file", err)
@@ -75,7 +77,7 @@ func TestCommandAcceptedByHAProxy(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := Parse([]string{"--override-file", filepath.Join(dir, "override.cfg"),
+			s, err := conf.Parse([]string{"--override-file", filepath.Join(dir, "override.cfg"),
 				"--master-socket", filepath.Join(dir, "master.sock"), "--", haproxy, "-f", file}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -83,7 +85,7 @@ func TestCommandAcceptedByHAProxy(t *testing.T) {
 			if err := WriteOverride(s); err != nil {
 				t.Fatal(err)
 			}
-			cmd := append(s.Command(false), "-c")
+			cmd := append(Command(s, false), "-c")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).CombinedOutput()
@@ -122,7 +124,7 @@ listen hold
     bind 127.0.0.1:%d
     server backend %s
 `, port, backend.Addr())})
-	s, err := Parse([]string{"--grace-period", "3s", "--margin", "2s", "--quiet-period", "200ms",
+	s, err := conf.Parse([]string{"--grace-period", "3s", "--margin", "2s", "--quiet-period", "200ms",
 		"--override-file", filepath.Join(dir, "override.cfg"), "--master-socket", filepath.Join(dir, "master.sock"),
 		"--", haproxy, "-f", filepath.Join(dir, "user.cfg")}, nil)
 	if err != nil {
@@ -133,7 +135,7 @@ listen hold
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := s.Command(false)
+	cmd := Command(s, false)
 	proc := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
 	var logs strings.Builder
 	proc.Stderr, proc.Stdout = &logs, &logs
@@ -251,9 +253,12 @@ func TestWriteOverrideKeepsOthersFiles(t *testing.T) {
 	if err := os.WriteFile(user, []byte("frontend web\n    bind :80\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := defaults()
+	s, err := conf.Parse(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.OverrideFile = user
-	err := WriteOverride(s)
+	err = WriteOverride(s)
 	if err == nil || !strings.Contains(err.Error(), "was not written by hapsuper") {
 		t.Fatalf("WriteOverride over the user's file: %v, want a refusal", err)
 	}
@@ -284,7 +289,7 @@ func TestOverrideLBCheck(t *testing.T) {
 	port := freePort(t)
 	writeFiles(t, dir, map[string]string{"user.cfg": "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n" +
 		"frontend web\n    bind 127.0.0.1:" + strconv.Itoa(freePort(t)) + "\n    mode http\n    http-request return status 200\n"})
-	s, err := Parse([]string{"--lb-check-bind", "127.0.0.1:" + strconv.Itoa(port), "--lb-check-threshold", "2",
+	s, err := conf.Parse([]string{"--lb-check-bind", "127.0.0.1:" + strconv.Itoa(port), "--lb-check-threshold", "2",
 		"--override-file", filepath.Join(dir, "override.cfg"), "--master-socket", filepath.Join(dir, "master.sock"),
 		"--", haproxy, "-f", filepath.Join(dir, "user.cfg")}, nil)
 	if err != nil {

@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"bytes"

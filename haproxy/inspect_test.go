@@ -1,4 +1,4 @@
-package conf
+package haproxy
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
 )
 
 func TestInspect(t *testing.T) {
@@ -63,7 +65,7 @@ func TestInspect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file+strings.Join(tt.ignore, ","), func(t *testing.T) {
-			s, err := Parse([]string{"--ignore-frontends", strings.Join(tt.ignore, ",")}, nil)
+			s, err := conf.Parse([]string{"--ignore-frontends", strings.Join(tt.ignore, ",")}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +103,7 @@ func checkWarnings(t *testing.T, got, want []string) {
 }
 
 func TestInspectUnknownIgnoredFrontend(t *testing.T) {
-	s, err := Parse([]string{"--ignore-frontends", "stats,health"}, nil)
+	s, err := conf.Parse([]string{"--ignore-frontends", "stats,health"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +122,11 @@ func TestInspectDefaultsAcrossFiles(t *testing.T) {
 		"10-defaults.cfg": "defaults\n    mode http\n    option idle-close-on-response\n    timeout client-fin 5s\n    timeout http-keep-alive 5s\n",
 		"20-web.cfg":      "frontend web\n    bind :8080\n",
 	})
-	s, err := Parse([]string{"--", "haproxy", "-f", dir}, nil)
+	s, err := conf.Parse([]string{"--", "haproxy", "-f", dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := s.ConfigFiles()
+	files, err := ConfigFiles(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func TestInspectErrors(t *testing.T) {
 	if err := os.Mkdir(unreadable, 0o755); err != nil { // a directory cannot be read as a file
 		t.Fatal(err)
 	}
-	s, err := Parse(nil, nil)
+	s, err := conf.Parse(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
