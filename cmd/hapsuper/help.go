@@ -106,7 +106,7 @@ func writeHelp(w io.Writer, c command) {
 		return
 	}
 	fmt.Fprintln(w, "\nflags:")
-	conf.WriteFlags(w, flags)
+	writeFlags(w, flags)
 }
 
 // usageLines are the usage lines of every command, after that of the
@@ -134,7 +134,7 @@ func writeOverview(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\n'hapsuper help <command>' or 'hapsuper <command> --help' prints a command's help.")
 	fmt.Fprintln(w, "\nflags of run (each also set by its environment variable; a flag wins over its variable):")
-	conf.WriteFlags(w, conf.RunFlags())
+	writeFlags(w, conf.RunFlags())
 }
 
 // helpCommand prints the help of the command named, or the overview.

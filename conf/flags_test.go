@@ -112,22 +112,3 @@ func TestRunFlags(t *testing.T) {
 		}
 	}
 }
-
-func TestWriteFlags(t *testing.T) {
-	var b strings.Builder
-	WriteFlags(&b, []Flag{
-		{Name: "grace-period", Env: "HAPSUPER_GRACE_PERIOD", Default: "30s", Meaning: "the pod's grace"},
-		{Name: "json", Bool: true, Default: "false", Meaning: "print JSON"},
-		{Name: "kubeconfig", Meaning: "a kubeconfig"},
-	})
-	want := `  --grace-period (HAPSUPER_GRACE_PERIOD, default 30s)
-        the pod's grace
-  --json
-        print JSON
-  --kubeconfig (default none)
-        a kubeconfig
-`
-	if b.String() != want {
-		t.Errorf("WriteFlags wrote\n%s\nwant\n%s", b.String(), want)
-	}
-}

@@ -66,25 +66,6 @@ func Describe(fs *flag.FlagSet, env func(name string) string) []Flag {
 	return flags
 }
 
-// WriteFlags writes flags for a terminal: a line with the name, the
-// variable and the default, then the meaning indented.
-func WriteFlags(w io.Writer, flags []Flag) {
-	for _, f := range flags {
-		var notes []string
-		if f.Env != "" {
-			notes = append(notes, f.Env)
-		}
-		if !f.Bool {
-			notes = append(notes, "default "+f.DefaultText())
-		}
-		line := "  --" + f.Name
-		if len(notes) > 0 {
-			line += " (" + strings.Join(notes, ", ") + ")"
-		}
-		fmt.Fprintf(w, "%s\n        %s\n", line, f.Meaning)
-	}
-}
-
 // UsageError is a command line that cannot be read: an unknown flag (the
 // message names the closest defined one), a missing or bad value, a stray
 // argument. The caller adds where the command's help is.
