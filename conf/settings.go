@@ -61,8 +61,9 @@ const (
 	DefaultKubeProxyHealthzPort = 10256
 	// DefaultKubeProxyMinSyncPeriod is kube-proxy's own minSyncPeriod default.
 	DefaultKubeProxyMinSyncPeriod = time.Second
-	// DefaultPollInterval is --poll-interval's default.
-	DefaultPollInterval = 100 * time.Millisecond
+	// DefaultCounterPollInterval is --poll-interval's default: how often
+	// HAProxy's counters are read while starting and draining.
+	DefaultCounterPollInterval = 100 * time.Millisecond
 	// DefaultKubeProxySyncAllowance is --kube-proxy-sync-allowance's default.
 	DefaultKubeProxySyncAllowance = 250 * time.Millisecond
 )
@@ -80,9 +81,11 @@ const ServingPollInterval = time.Second
 // status` reads it for its --socket too.
 var StatusSocketEnv = EnvName("status-socket")
 
-// watchLag is routing.DefaultWatchLag, which conf cannot import: the sync
-// allowance and it must fit in the min sync period.
-const watchLag = 100 * time.Millisecond
+// WatchLag is how much earlier than hapsuper's watch kube-proxy may receive
+// a change, in the confirmation rule: the sync allowance and it must fit in
+// the min sync period (validate). routing.DefaultWatchLag holds the same
+// value.
+const WatchLag = 100 * time.Millisecond
 
 // The routing observation modes (--routing).
 const (
@@ -105,7 +108,7 @@ func defaults() Settings {
 		GracePeriod:  30 * time.Second,
 		QuietPeriod:  2 * time.Second,
 		Margin:       2 * time.Second,
-		PollInterval: DefaultPollInterval,
+		PollInterval: DefaultCounterPollInterval,
 		MasterSocket: "/var/run/hapsuper/master.sock",
 		StatusSocket: DefaultStatusSocket,
 		OverrideFile: "/var/run/hapsuper/override.cfg",
@@ -391,20 +394,4 @@ func (s Settings) WithdrawnQuietText() string {
 // allowance covers the connections its old rules sent while its sync ran.
 func (s Settings) InFlightWindow() time.Duration {
 	return s.KubeProxySyncAllowance + 2*s.PollInterval
-}
-
-// AuditWindow is how long after a withdrawn verdict the self-audit expects
-// new connections in the routing mode the drain runs in (auto resolved). In
-// kube-proxy mode every node's rules are confirmed before the verdict: the
-// in-flight window. In every other mode the verdict comes from the API
-// before the nodes' rules change (kube-proxy syncs at most once per
-// minSyncPeriod, 1 s by default), and the connections their lag still
-// sends are expected for as long as the quiet period, which covers that
-// lag (WithdrawnQuiet): counting them as late would call every drain in
-// endpointslices mode unverified.
-func (s Settings) AuditWindow(mode string) time.Duration {
-	if mode == RoutingKubeProxy {
-		return s.InFlightWindow()
-	}
-	return max(s.InFlightWindow(), s.QuietPeriod)
 }

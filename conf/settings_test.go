@@ -77,12 +77,6 @@ func TestParse(t *testing.T) {
 			func(s Settings) any {
 				return []time.Duration{s.WithdrawnQuiet(RoutingKubeProxy), s.WithdrawnQuiet(RoutingEndpointSlices)}
 			}, []time.Duration{time.Second, time.Second}},
-		{"audit window: the in-flight window in kube-proxy mode, the quiet period covering kube-proxy's lag in the others", []string{"--quiet-period", "3s"}, nil,
-			func(s Settings) any {
-				return []time.Duration{s.AuditWindow(RoutingKubeProxy), s.AuditWindow(RoutingEndpointSlices)}
-			}, []time.Duration{450 * time.Millisecond, 3 * time.Second}},
-		{"audit window at least the in-flight window", []string{"--quiet-period", "300ms", "--routing", "endpointslices"}, nil,
-			func(s Settings) any { return s.AuditWindow(s.Routing) }, 450 * time.Millisecond},
 		{"withdrawn quiet from env", nil, map[string]string{"HAPSUPER_WITHDRAWN_QUIET_PERIOD": "500ms"},
 			func(s Settings) any { return s.WithdrawnQuietPeriod }, 500 * time.Millisecond},
 		{"ignore frontends", []string{"--ignore-frontends", "stats, healthz,,"}, nil,

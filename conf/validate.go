@@ -97,9 +97,9 @@ func validate(s Settings, src source) error {
 		return fmt.Errorf("%s is below %v: use kube-proxy's p99 sync_proxy_rules_duration_seconds plus its lag behind the apiserver (default %v)",
 			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), minSyncAllowance, DefaultKubeProxySyncAllowance)
 	}
-	if s.KubeProxySyncAllowance+watchLag > s.KubeProxyMinSyncPeriod {
+	if s.KubeProxySyncAllowance+WatchLag > s.KubeProxyMinSyncPeriod {
 		return fmt.Errorf("%s plus the %v hapsuper allows its watch to lag kube-proxy's exceeds %s: the confirmation rule needs both within one minSyncPeriod; lower the allowance, or raise kube-proxy's minSyncPeriod and --kube-proxy-min-sync-period together",
-			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), watchLag, src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
+			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), WatchLag, src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
 	}
 	if s.LBDeregistrationDelay < 0 {
 		return fmt.Errorf("%s is negative: give 0 (no hold) or the load balancer's deregistration delay", src.label("lb-deregistration-delay", s.LBDeregistrationDelay))

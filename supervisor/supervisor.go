@@ -363,7 +363,7 @@ func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.
 		MaxWait:              s.MaxWait,
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
-		InFlightWindow:       s.AuditWindow(mode),
+		InFlightWindow:       auditWindow(s, mode),
 	}
 	ignored := set(s.IgnoreFrontends)
 	for _, fe := range insp.Frontends {
@@ -372,6 +372,22 @@ func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.
 		}
 	}
 	return ds
+}
+
+// auditWindow is how long after a withdrawn verdict the self-audit expects
+// new connections in the routing mode the drain runs in (auto resolved). In
+// kube-proxy mode every node's rules are confirmed before the verdict: the
+// in-flight window. In every other mode the verdict comes from the API
+// before the nodes' rules change (kube-proxy syncs at most once per
+// minSyncPeriod, 1 s by default), and the connections their lag still
+// sends are expected for as long as the quiet period, which covers that
+// lag (conf.Settings.WithdrawnQuiet): counting them as late would call
+// every drain in endpointslices mode unverified.
+func auditWindow(s conf.Settings, mode string) time.Duration {
+	if mode == conf.RoutingKubeProxy {
+		return s.InFlightWindow()
+	}
+	return max(s.InFlightWindow(), s.QuietPeriod)
 }
 
 // gracefulFrontends is the set of frontends whose soft stop is graceful.

@@ -217,4 +217,8 @@ func TestDrainSettings_AuditWindowByMode(t *testing.T) {
 			t.Errorf("drainSettings in %s mode: audit window %v, want %v", mode, got, want)
 		}
 	}
+	s.QuietPeriod = 300 * time.Millisecond // shorter than the in-flight window
+	if got, want := drainSettings(s, haproxy.Inspection{}, conf.RoutingEndpointSlices).InFlightWindow, 450*time.Millisecond; got != want {
+		t.Errorf("drainSettings in endpointslices mode, quiet period 300ms: audit window %v, want the in-flight window %v", got, want)
+	}
 }

@@ -59,7 +59,7 @@ func (s strategy) quietOnceWithdrawn() time.Duration {
 	if s.withdrawnQuiet > 0 {
 		return s.withdrawnQuiet
 	}
-	set := conf.Settings{QuietPeriod: quietPeriod, PollInterval: conf.DefaultPollInterval, KubeProxySyncAllowance: conf.DefaultKubeProxySyncAllowance}
+	set := conf.Settings{QuietPeriod: quietPeriod, PollInterval: conf.DefaultCounterPollInterval, KubeProxySyncAllowance: conf.DefaultKubeProxySyncAllowance}
 	return set.WithdrawnQuiet(s.routingMode())
 }
 

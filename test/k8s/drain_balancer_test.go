@@ -112,7 +112,7 @@ func pauseAfter(at *atomic.Int64, d time.Duration) pauseFunc {
 // turned; the balancer marks the node down at the earliest (fall − 1) ×
 // inter after that turn, so the window can end up to window − (fall − 1) ×
 // inter + a poll after the mark-down. Plus half a second for hapsuper's tick.
-var lbLatestGap = max(lbQuiet, lbWindow-(lbFall-1)*lbInter+conf.DefaultPollInterval) + 500*time.Millisecond
+var lbLatestGap = max(lbQuiet, lbWindow-(lbFall-1)*lbInter+conf.DefaultCounterPollInterval) + 500*time.Millisecond
 
 // failingFor finds, in a drain's detail, how long hapsuper had seen the
 // node's health check failing.
@@ -149,7 +149,7 @@ func checkMarkedDown(t *testing.T, lb *kube.Balancer, r drainRecord, node string
 		t.Errorf("%s: drain detail %q: %v", r.pod, r.Detail, err)
 	} else if failing < lbWindow-shown {
 		t.Errorf("%s: drain ended with the health check failing for %v, before the window %v passed", r.pod, failing, lbWindow)
-	} else if failing > lbWindow+conf.DefaultPollInterval+shown && gap > lbQuiet+500*time.Millisecond {
+	} else if failing > lbWindow+conf.DefaultCounterPollInterval+shown && gap > lbQuiet+500*time.Millisecond {
 		t.Errorf("%s: drain ended %v after the mark-down, the health check failing for %v: later than the window %v (+ a poll) and the withdrawn quiet %v (+0.5s) both",
 			r.pod, gap.Round(time.Millisecond), failing, lbWindow, lbQuiet)
 	}
