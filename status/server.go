@@ -197,14 +197,14 @@ func (s *Server) handle(conn *net.UnixConn) {
 	if err := checkPeer(conn); err != nil {
 		s.log.Warn("status request refused", "err", err)
 		enc.Encode(Snapshot{Error: err.Error()})
-		drainRequest(conn) // the request is still unread
+		discardUnreadInput(conn) // the request is still unread
 		return
 	}
 	line, err := bufio.NewReaderSize(conn, maxRequestLine).ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
 		enc.Encode(Snapshot{Error: "request too long: send \"status\\n\""})
-		drainRequest(conn)
+		discardUnreadInput(conn)
 		return
 	case err != nil && !errors.Is(err, io.EOF):
 		return // timed out or reset: nobody to answer
@@ -285,11 +285,11 @@ func (s *Server) watch(conn *net.UnixConn, enc *json.Encoder, every time.Duratio
 	}
 }
 
-// drainRequest ends the reply and reads what the peer still sends (bounded,
+// discardUnreadInput ends the reply and reads what the peer still sends (bounded,
 // within the deadline): closing a unix socket with unread input resets the
 // connection, and the peer would lose the reply (or fail to send its request
 // and never read the reply).
-func drainRequest(conn *net.UnixConn) {
+func discardUnreadInput(conn *net.UnixConn) {
 	conn.CloseWrite()
 	io.Copy(io.Discard, io.LimitReader(conn, maxDiscard))
 }
