@@ -7,9 +7,13 @@
 //
 // It judges with the code the drain uses (haproxy.Inspect, routing.SurveyPod,
 // routing.PickMode, routing.ProbeKubeProxies), never a copy of it. It
-// changes nothing: it reads the configuration and the API, and asks the
-// nodes' healthz once. Every API and healthz call is bounded by a timeout;
-// an unreachable apiserver is a FAIL row.
+// changes nothing: it reads the configuration, runs `haproxy -vv` and
+// `haproxy -c` (haproxy.RunHAProxy), asks the apiserver through a client
+// of its own built as `run` builds routing's (routing.RESTConfig,
+// routing/kube; NewInput), and asks the nodes' healthz once. It must not
+// write to the API or the files, nor start HAProxy to serve. Every API and
+// healthz call and every HAProxy run is bounded by a timeout; an
+// unreachable apiserver is a FAIL row.
 package check
 
 import (
