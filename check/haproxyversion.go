@@ -33,7 +33,7 @@ func haproxyVersionRows(ctx context.Context, r *Report, argv []string) {
 		r.add(AreaConfig, subject, Fail, fmt.Sprintf("run %s -vv: %v", path, err), "check that the binary runs here")
 		return
 	}
-	v, err := haproxy.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseVersion(string(out))
 	if err != nil {
 		r.add(AreaConfig, subject, Fail, err.Error(), "give HAProxy's binary first after --")
 		return

@@ -7,13 +7,13 @@ import (
 	"strings"
 )
 
-// HAProxyVersion is an HAProxy build as the first line of `haproxy -v` (or
+// Version is an HAProxy build as the first line of `haproxy -v` (or
 // `-vv`) names it, "HAProxy version 3.2.26-1 2026/10/14 - https://haproxy.org/",
 // and, from the rest of `-vv`, whether it was built with USE_SYSTEMD. It is
 // the one place that reads HAProxy's version: what hapsuper does differently
 // per version (readiness, the regressions `hapsuper check` warns about) is
 // decided from it.
-type HAProxyVersion struct {
+type Version struct {
 	Major, Minor, Patch int
 	// Suffix is what follows major.minor[.patch] in the version word: a
 	// distribution's revision ("-1+deb12u4"), a development tag ("-dev5")
@@ -33,15 +33,15 @@ type HAProxyVersion struct {
 // 2.0 and older spell it.
 var versionLine = regexp.MustCompile(`^HA-?Proxy version (\d+)\.(\d+)(?:\.(\d+))?(\S*)`)
 
-// ParseHAProxyVersion reads the output of `haproxy -v` or `haproxy -vv`.
-func ParseHAProxyVersion(out string) (HAProxyVersion, error) {
+// ParseVersion reads the output of `haproxy -v` or `haproxy -vv`.
+func ParseVersion(out string) (Version, error) {
 	first, rest, _ := strings.Cut(out, "\n")
 	first = strings.TrimSpace(first)
 	m := versionLine.FindStringSubmatch(first)
 	if m == nil {
-		return HAProxyVersion{}, fmt.Errorf("read HAProxy's version: its first line is %q, not \"HAProxy version X.Y.Z ...\": check that the binary after -- is HAProxy", first)
+		return Version{}, fmt.Errorf("read HAProxy's version: its first line is %q, not \"HAProxy version X.Y.Z ...\": check that the binary after -- is HAProxy", first)
 	}
-	v := HAProxyVersion{Suffix: m[4], Line: first}
+	v := Version{Suffix: m[4], Line: first}
 	v.Major, _ = strconv.Atoi(m[1])
 	v.Minor, _ = strconv.Atoi(m[2])
 	if m[3] != "" {
@@ -54,10 +54,10 @@ func ParseHAProxyVersion(out string) (HAProxyVersion, error) {
 }
 
 // Branch is major.minor: "3.2".
-func (v HAProxyVersion) Branch() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+func (v Version) Branch() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
 // String is the version without the date: "3.2.26-1", "3.5-dev5".
-func (v HAProxyVersion) String() string {
+func (v Version) String() string {
 	if v.Dev {
 		return v.Branch() + v.Suffix
 	}
@@ -66,7 +66,7 @@ func (v HAProxyVersion) String() string {
 
 // AtLeast reports whether v is major.minor.patch or later. A development
 // version counts as its branch's .0.
-func (v HAProxyVersion) AtLeast(major, minor, patch int) bool {
+func (v Version) AtLeast(major, minor, patch int) bool {
 	switch {
 	case v.Major != major:
 		return v.Major > major
@@ -79,7 +79,7 @@ func (v HAProxyVersion) AtLeast(major, minor, patch int) bool {
 // SupportsNotify reports whether the build handles -Ws and NOTIFY_SOCKET:
 // builds of 3.0 and older only with USE_SYSTEMD, every build from 3.1 on
 // (3.1 removed the USE_SYSTEMD build option: -Ws is part of every build).
-func (v HAProxyVersion) SupportsNotify() bool {
+func (v Version) SupportsNotify() bool {
 	return v.Systemd || v.AtLeast(3, 1, 0)
 }
 
@@ -122,7 +122,7 @@ const signalsBlocked = "after a failed reload the master leaves every signal pen
 
 // Regressions returns the known regressions v has, in the order of
 // KnownRegressions. A development version has none that are known.
-func (v HAProxyVersion) Regressions() []Regression {
+func (v Version) Regressions() []Regression {
 	if v.Dev {
 		return nil
 	}

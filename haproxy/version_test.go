@@ -12,7 +12,7 @@ import (
 // four builds the suites run against (testdata/haproxy-vv, Debian's
 // packages): 2.6 and 3.0 list USE_SYSTEMD, 3.2 and 3.4 no longer do, and
 // every one of them supports -Ws.
-func TestParseHAProxyVersion_Captured(t *testing.T) {
+func TestParseVersion_Captured(t *testing.T) {
 	tests := []struct {
 		file    string
 		version string
@@ -31,7 +31,7 @@ func TestParseHAProxyVersion_Captured(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := ParseHAProxyVersion(string(b))
+			v, err := ParseVersion(string(b))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func TestParseHAProxyVersion_Captured(t *testing.T) {
 			}
 			// `-v` prints the first line and the status lines only.
 			first, _, _ := strings.Cut(string(b), "\n")
-			short, err := ParseHAProxyVersion(first + "\n")
+			short, err := ParseVersion(first + "\n")
 			if err != nil || short.String() != tt.version || short.Systemd {
 				t.Errorf("-v line of %s: %+v, %v; want %s without the build options", tt.file, short, err, tt.version)
 			}
@@ -57,7 +57,7 @@ func TestParseHAProxyVersion_Captured(t *testing.T) {
 	}
 }
 
-func TestParseHAProxyVersion_Lines(t *testing.T) {
+func TestParseVersion_Lines(t *testing.T) {
 	tests := []struct {
 		out     string
 		version string
@@ -75,7 +75,7 @@ func TestParseHAProxyVersion_Lines(t *testing.T) {
 		{"HAProxy version 2.6.12-1+deb12u4 2026/10/17\r\n", "2.6.12-1+deb12u4", false, false},
 	}
 	for _, tt := range tests {
-		v, err := ParseHAProxyVersion(tt.out)
+		v, err := ParseVersion(tt.out)
 		if err != nil {
 			t.Errorf("%q: %v", tt.out, err)
 			continue
@@ -85,7 +85,7 @@ func TestParseHAProxyVersion_Lines(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "\n", "haproxy: command not found\n", "HAProxy version x.y\n", "Usage : haproxy [-f <cfgfile>]\n"} {
-		if v, err := ParseHAProxyVersion(bad); err == nil || !strings.Contains(err.Error(), "binary after -- is HAProxy") {
+		if v, err := ParseVersion(bad); err == nil || !strings.Contains(err.Error(), "binary after -- is HAProxy") {
 			t.Errorf("%q: parsed as %+v, %v; want an error naming the binary", bad, v, err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestParseHAProxyVersion_Lines(t *testing.T) {
 // TestHAProxyVersion_Regressions: every release of a known range is
 // judged affected, the release that fixes it is not, and a later branch
 // does not inherit a branch's bug.
-func TestHAProxyVersion_Regressions(t *testing.T) {
+func TestVersion_Regressions(t *testing.T) {
 	threads, signals, signals33, fdLoop := KnownRegressions[0], KnownRegressions[1], KnownRegressions[2], KnownRegressions[3]
 	tests := []struct {
 		version string
@@ -119,7 +119,7 @@ func TestHAProxyVersion_Regressions(t *testing.T) {
 		{"3.3-dev14", nil},
 	}
 	for _, tt := range tests {
-		v, err := ParseHAProxyVersion("HAProxy version " + tt.version + " 2026/01/01 - https://haproxy.org/\n")
+		v, err := ParseVersion("HAProxy version " + tt.version + " 2026/01/01 - https://haproxy.org/\n")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func supportsNotify(ctx context.Context, path string) bool {
 	if err != nil {
 		return false
 	}
-	v, err := haproxy.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseVersion(string(out))
 	return err == nil && v.SupportsNotify()
 }
 

@@ -146,7 +146,7 @@ func checkImageMaster(t *testing.T, root string, master int) {
 	if err != nil {
 		t.Fatalf("haproxy -v in the image: %v", err)
 	}
-	v, err := haproxy.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseVersion(string(out))
 	if err != nil {
 		t.Fatal(err)
 	}

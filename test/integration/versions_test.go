@@ -41,7 +41,7 @@ type haproxyVersion struct {
 	name    string // major.minor, as `haproxy -v` says: "2.6", "3.0"
 	line    string // the first line of `haproxy -v`
 	root    string // a Debian root with this HAProxy at /usr/sbin/haproxy; "" for the host's
-	version haproxy.HAProxyVersion
+	version haproxy.Version
 }
 
 // rootVersions are the branches run from roots of hack/haproxy-root.sh,
@@ -116,7 +116,7 @@ func probeVersion(root string) (haproxyVersion, error) {
 	if err != nil {
 		return haproxyVersion{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}
-	v, err := haproxy.ParseHAProxyVersion(string(out))
+	v, err := haproxy.ParseVersion(string(out))
 	if err != nil {
 		return haproxyVersion{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}
