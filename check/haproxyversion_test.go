@@ -29,7 +29,7 @@ func fakeHAProxy(t *testing.T, out string, code int) string {
 // captured is the `haproxy -vv` output of a Debian build (conf's testdata).
 func captured(t *testing.T, branch string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "conf", "testdata", "haproxy-vv", branch+".txt"))
+	b, err := os.ReadFile(filepath.Join("..", "haproxy", "testdata", "haproxy-vv", branch+".txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
