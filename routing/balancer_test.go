@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hapsuper/hapsuper/drain"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 func TestHealthCheckWindow(t *testing.T) {
@@ -24,24 +26,24 @@ func TestHealthCheckWindow(t *testing.T) {
 		want   time.Duration
 		source []string
 	}{
-		{"nothing", nil, 0, 0, []string{"unknown", WindowSetting}},
-		{"flag", nil, 3 * time.Second, 3 * time.Second, []string{WindowSetting}},
-		{"AWS", map[string]string{annotationAWSInterval: "10", annotationAWSThreshold: "3"}, 0, 40 * time.Second,
+		{"nothing", nil, 0, 0, []string{"unknown", judge.WindowSetting}},
+		{"flag", nil, 3 * time.Second, 3 * time.Second, []string{judge.WindowSetting}},
+		{"AWS", map[string]string{judge.AnnotationAWSInterval: "10", judge.AnnotationAWSThreshold: "3"}, 0, 40 * time.Second,
 			[]string{"AWS annotations: interval 10s × threshold 3 + 10s"}},
-		{"AWS over the flag", map[string]string{annotationAWSInterval: "5", annotationAWSThreshold: "2"}, time.Minute, 15 * time.Second,
+		{"AWS over the flag", map[string]string{judge.AnnotationAWSInterval: "5", judge.AnnotationAWSThreshold: "2"}, time.Minute, 15 * time.Second,
 			[]string{"AWS annotations"}},
-		{"Azure", map[string]string{annotationAzureInterval: "5", annotationAzureThreshold: "2"}, 0, 15 * time.Second,
+		{"Azure", map[string]string{judge.AnnotationAzureInterval: "5", judge.AnnotationAzureThreshold: "2"}, 0, 15 * time.Second,
 			[]string{"Azure annotations"}},
-		{"AWS interval only", map[string]string{annotationAWSInterval: "10"}, 0, 0,
+		{"AWS interval only", map[string]string{judge.AnnotationAWSInterval: "10"}, 0, 0,
 			[]string{"AWS annotations give only one of interval and threshold", "unknown"}},
-		{"AWS interval only, flag", map[string]string{annotationAWSInterval: "10"}, 7 * time.Second, 7 * time.Second,
-			[]string{WindowSetting, "only one of"}},
-		{"not numbers", map[string]string{annotationAWSInterval: "10s", annotationAWSThreshold: "x"}, 0, 0,
+		{"AWS interval only, flag", map[string]string{judge.AnnotationAWSInterval: "10"}, 7 * time.Second, 7 * time.Second,
+			[]string{judge.WindowSetting, "only one of"}},
+		{"not numbers", map[string]string{judge.AnnotationAWSInterval: "10s", judge.AnnotationAWSThreshold: "x"}, 0, 0,
 			[]string{"are not whole seconds", "unknown"}},
-		{"zero", map[string]string{annotationAWSInterval: "0", annotationAWSThreshold: "2"}, 0, 0, []string{"not whole seconds"}},
+		{"zero", map[string]string{judge.AnnotationAWSInterval: "0", judge.AnnotationAWSThreshold: "2"}, 0, 0, []string{"not whole seconds"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, src := healthCheckWindow(tt.ann, tt.flag)
+			got, src := judge.HealthCheckWindow(tt.ann, tt.flag)
 			if got != tt.want {
 				t.Errorf("window %v, want %v (%s)", got, tt.want, src)
 			}
@@ -76,9 +78,9 @@ func TestReadServiceHealth(t *testing.T) {
 		{"long name", 503, body("default", strings.Repeat("x", 5000), 0), false, "…"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			failing, answer := readServiceHealth(tt.status, tt.body, "default", "web")
+			failing, answer := judge.ReadServiceHealth(tt.status, tt.body, "default", "web")
 			if failing != tt.failing || !strings.Contains(answer, tt.answer) || len(answer) > 300 {
-				t.Errorf("readServiceHealth = %v, %q; want %v, %q", failing, answer, tt.failing, tt.answer)
+				t.Errorf("judge.ReadServiceHealth = %v, %q; want %v, %q", failing, answer, tt.failing, tt.answer)
 			}
 		})
 	}
@@ -173,11 +175,11 @@ func TestBalancerWindowFromTheFlag(t *testing.T) {
 	expect(t, s.round(0), drain.RoutingPending, "default/web: health check http://10.0.0.1:31000/ not failing (HTTP 200, localEndpoints 1)",
 		"external traffic to node n1")
 	s.check.set(func(c *serviceCheck) { c.local = 0 }) // kube-proxy programmed the change
-	expect(t, s.round(500*ms), drain.RoutingPending, "failing for 0.0s", "within 3s ("+WindowSetting+"): 3s more")
+	expect(t, s.round(500*ms), drain.RoutingPending, "failing for 0.0s", "within 3s ("+judge.WindowSetting+"): 3s more")
 	expect(t, s.round(3400*ms), drain.RoutingPending, "failing for 2.9s", "100ms more")
 	got := s.round(3500 * ms)
 	expect(t, got, drain.RoutingWithdrawn, "withdrawn in the API", "kube-proxy not observed",
-		"external path via node n1 withdrawn by the load balancer: default/web: health check http://10.0.0.1:31000/ failing for 3.0s (HTTP 503, localEndpoints 0), window 3s ("+WindowSetting+") passed")
+		"external path via node n1 withdrawn by the load balancer: default/web: health check http://10.0.0.1:31000/ failing for 3.0s (HTTP 503, localEndpoints 0), window 3s ("+judge.WindowSetting+") passed")
 	// endpointslices mode: the cluster path rests on the API alone, so
 	// the drain says withdrawn-in-api, not lb-marked-down.
 	if !got.APIOnly || !got.Balancer {
@@ -191,14 +193,14 @@ func TestBalancerWindowUnknown(t *testing.T) {
 	s := newLBScenario(t, Config{}, nil)
 	s.check.set(func(c *serviceCheck) { c.local = 0 })
 	for _, off := range []time.Duration{0, 10 * time.Second, 60 * time.Second} {
-		expect(t, s.round(off), drain.RoutingPending, "the load balancer's window is unknown: set "+WindowSetting)
+		expect(t, s.round(off), drain.RoutingPending, "the load balancer's window is unknown: set "+judge.WindowSetting)
 	}
 }
 
 // The Service's annotations give the window (and win over the flag).
 func TestBalancerWindowFromAnnotations(t *testing.T) {
 	s := newLBScenario(t, Config{LBHealthCheckWindow: time.Minute},
-		map[string]string{annotationAWSInterval: "1", annotationAWSThreshold: "2"})
+		map[string]string{judge.AnnotationAWSInterval: "1", judge.AnnotationAWSThreshold: "2"})
 	s.check.set(func(c *serviceCheck) { c.local = 0 })
 	expect(t, s.round(0), drain.RoutingPending, "within 3s (AWS annotations: interval 1s × threshold 2 + 1s)")
 	expect(t, s.round(3*time.Second), drain.RoutingWithdrawn, "window 3s (AWS annotations")

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hapsuper/hapsuper/drain"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // Limits of events.k8s.io/v1 (k8s.io/kubernetes pkg/apis/core/validation,
@@ -113,7 +115,7 @@ func (a *announcer) event(st drain.Status) *eventsv1.Event {
 	// apiserver must get the note it is sent, within its limit.
 	note = strings.ToValidUTF8(note, "\uFFFD")
 	if len(note) > maxEventNote {
-		note = cutRunes(note, maxEventNote-len("...")) + "..."
+		note = judge.CutRunes(note, maxEventNote-len("...")) + "..."
 	}
 	// <pod>.<hex time>, as client-go's recorder names events: a
 	// generateName prefix may not end with a dot.

@@ -49,13 +49,13 @@ func TestParseHealthz(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseHealthz: %v", err)
 			}
-			if len(h.families) != len(tt.want) {
-				t.Fatalf("families = %+v, want %v", h.families, tt.want)
+			if len(h.Families) != len(tt.want) {
+				t.Fatalf("families = %+v, want %v", h.Families, tt.want)
 			}
 			for f, w := range tt.want {
-				g := h.families[f]
-				if age := h.currentTime.Sub(g.lastUpdated); age != w.age || g.healthy != w.healthy {
-					t.Errorf("%s: age %v healthy %v, want %v %v", f, age, g.healthy, w.age, w.healthy)
+				g := h.Families[f]
+				if age := h.CurrentTime.Sub(g.LastUpdated); age != w.age || g.Healthy != w.healthy {
+					t.Errorf("%s: age %v healthy %v, want %v %v", f, age, g.Healthy, w.age, w.healthy)
 				}
 			}
 		})
@@ -85,15 +85,15 @@ func FuzzParseHealthz(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if h.currentTime.IsZero() || len(h.families) == 0 {
+		if h.CurrentTime.IsZero() || len(h.Families) == 0 {
 			t.Fatalf("accepted %q as %+v", body, h)
 		}
-		for fam, s := range h.families {
+		for fam, s := range h.Families {
 			if fam != discovery.AddressTypeIPv4 && fam != discovery.AddressTypeIPv6 {
 				t.Fatalf("family %q accepted", fam)
 			}
-			if s.lastUpdated.IsZero() || s.lastUpdated.After(h.currentTime) {
-				t.Fatalf("accepted %q with lastUpdated %v, currentTime %v", body, s.lastUpdated, h.currentTime)
+			if s.LastUpdated.IsZero() || s.LastUpdated.After(h.CurrentTime) {
+				t.Fatalf("accepted %q with lastUpdated %v, currentTime %v", body, s.LastUpdated, h.CurrentTime)
 			}
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 const ms = time.Millisecond
@@ -57,7 +59,7 @@ func peer6(node string, c cond) discovery.Endpoint { return ep("fd00::1:7", node
 func slice(name, service string, fam discovery.AddressType, eps ...discovery.Endpoint) *discovery.EndpointSlice {
 	return &discovery.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-			Labels: map[string]string{labelServiceName: service, "app": "web"}},
+			Labels: map[string]string{judge.LabelServiceName: service, "app": "web"}},
 		AddressType: fam,
 		Endpoints:   eps,
 	}

@@ -67,7 +67,7 @@ func (o *Observer) ownPodInformer() (cache.SharedIndexInformer, error) {
 			return o.client.WatchPods(ctx, ns, opts)
 		},
 	}
-	inf, err := newInformer(lw, o.client, &corev1.Pod{}, trim)
+	inf, err := newInformer(lw, o.client, &corev1.Pod{}, transformKnowingNoPod)
 	if err != nil {
 		return nil, fmt.Errorf("watch pod %s/%s: %w", ns, name, err)
 	}

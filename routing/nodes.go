@@ -2,18 +2,17 @@ package routing
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // nodePageSize is how many nodes one list request returns: a page of full
@@ -37,7 +36,7 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 	old := o.nodes
 	o.listedAt = o.clock.Now()
 	o.mu.Unlock()
-	next := make(map[string]*nodeState, len(old))
+	next := make(map[string]*judge.Node, len(old))
 	left := map[string]string{}
 	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
 		return o.client.ListNodes(ctx, opts)
@@ -71,8 +70,8 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		if _, ok := next[name]; !ok && left[name] == "" {
 			left[name] = "deleted"
 		}
-		if next[name] == nil || next[name].addr != n.addr {
-			o.http.closeIdle(n.addr) // not asked there again
+		if next[name] == nil || next[name].Addr != n.Addr {
+			o.http.closeIdle(n.Addr) // not asked there again
 		}
 	}
 	o.mu.Lock()
@@ -91,19 +90,15 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 
 // nodeStateOf is what is known of node: prev's state when its address is
 // unchanged, else a new one.
-func (o *Observer) nodeStateOf(node *corev1.Node, prev *nodeState) *nodeState {
+func (o *Observer) nodeStateOf(node *corev1.Node, prev *judge.Node) *judge.Node {
 	addr := ""
 	if ip := internalIP(node); ip.IsValid() {
 		addr = net.JoinHostPort(ip.String(), strconv.Itoa(o.cfg.HealthzPort))
 	}
-	if prev != nil && prev.addr == addr {
+	if prev != nil && prev.Addr == addr {
 		return prev
 	}
-	n := &nodeState{name: node.Name, addr: addr, syncs: map[discovery.AddressType]*syncFacts{}}
-	if addr == "" {
-		n.problem = &pollError{msg: "node has no InternalIP to reach kube-proxy at"}
-	}
-	return n
+	return judge.NewNode(node.Name, addr)
 }
 
 // notReady says why a node does not confirm: its Ready condition is False
@@ -126,29 +121,11 @@ func (o *Observer) relistDue() bool {
 	if o.clock.Since(o.listedAt) < nodeRelist {
 		return false
 	}
-	targets := o.targets()
+	targets := judge.Targets(o.watch.paths)
 	for _, n := range o.nodes {
-		if v, _ := o.rule.judgeNode(n, targets); v != nodeConfirmed {
+		if v, _ := o.judging.Rule.Node(n, targets); v != judge.NodeConfirmed {
 			return true
 		}
 	}
 	return false
-}
-
-// leftDetail names the nodes that left the set, for the verdict; empty
-// when none did.
-func (o *Observer) leftDetail() string {
-	if len(o.leftNodes) == 0 {
-		return ""
-	}
-	names := make([]string, 0, len(o.leftNodes))
-	for name := range o.leftNodes {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	items := make([]string, len(names))
-	for i, name := range names {
-		items[i] = name + " " + o.leftNodes[name]
-	}
-	return fmt.Sprintf("; %d nodes left the set: %s", len(items), named(items))
 }

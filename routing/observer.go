@@ -14,31 +14,33 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // Observer watches whether anything still routes new connections to this
 // pod. Run feeds it from the API and from kube-proxy's healthz; Routing,
 // StopRequested and PodGracePeriod may be called from other goroutines.
 type Observer struct {
-	cfg    Config
-	rule   rule
-	match  matcher
-	client API
-	clock  clock.WithTicker
-	http   *healthzClient
-	log    *slog.Logger
-	kick   chan struct{} // StopRequested asks Run for a round now
+	cfg     Config
+	judging judge.Settings // what the verdict follows of cfg
+	match   judge.Matcher
+	client  API
+	clock   clock.WithTicker
+	http    *healthzClient
+	log     *slog.Logger
+	kick    chan struct{} // StopRequested asks Run for a round now
 
 	mu        sync.Mutex
 	synced    bool      // the slice and Service watches delivered their initial lists
 	stopAt    time.Time // zero until the drain starts
 	watch     watchState
-	nodes     map[string]*nodeState    // nil until the node list is read
-	nodesErr  string                   // why the node list could not be read
-	leftNodes map[string]string        // node → why it left the set (deleted, NotReady)
-	listedAt  time.Time                // when the node list was last read
-	conns     *connSet                 // open healthz connections, per node address
-	checks    map[checkKey]*checkState // the external paths' health checks, as answered
+	nodes     map[string]*judge.Node               // nil until the node list is read
+	nodesErr  string                               // why the node list could not be read
+	leftNodes map[string]string                    // node → why it left the set (deleted, NotReady)
+	listedAt  time.Time                            // when the node list was last read
+	conns     *connSet                             // open healthz connections, per node address
+	checks    map[judge.CheckKey]*judge.CheckState // the node health checks of external paths, as answered
 }
 
 // New builds an Observer on the real clock and network. client may be nil
@@ -67,9 +69,18 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 	hc := newHealthzClient(conns.track(dial), cfg.RequestTimeout/2)
 	hc.now = clk.Now
 	return &Observer{
-		cfg:    cfg,
-		rule:   rule{minSync: cfg.MinSyncPeriod, allowance: cfg.SyncAllowance, lag: cfg.lag()},
-		match:  matcher{podName: cfg.Identity.PodName, addrs: addrs},
+		cfg: cfg,
+		judging: judge.Settings{
+			KubeProxy: cfg.Mode == ModeKubeProxy,
+			Namespace: cfg.Identity.Namespace,
+			Node:      cfg.Identity.NodeName,
+			Rule:      judge.Rule{MinSync: cfg.MinSyncPeriod, Allowance: cfg.SyncAllowance, Lag: cfg.lag()},
+
+			LoadBalancerDelay:   cfg.LoadBalancerDelay,
+			LBHealthCheckWindow: cfg.LBHealthCheckWindow,
+			PodChecked:          cfg.PodChecked,
+		},
+		match:  judge.Matcher{PodName: cfg.Identity.PodName, Addrs: addrs},
 		client: client,
 		clock:  clk,
 		http:   hc,
@@ -80,7 +91,7 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 			services:  map[string]*corev1.Service{},
 			slices:    map[string]*storedSlice{},
 			byService: map[string][]*storedSlice{},
-			paths:     map[pathKey]*path{},
+			paths:     map[judge.PathKey]*judge.Path{},
 		},
 	}, nil
 }
@@ -124,11 +135,11 @@ func (o *Observer) Run(ctx context.Context) error {
 		return nil
 	}
 	ns := o.cfg.Identity.Namespace
-	sliceInf, err := namespaceInformer(o.client, ns, &discovery.EndpointSlice{}, o.client.ListEndpointSlices, o.client.WatchEndpointSlices, o.trim)
+	sliceInf, err := namespaceInformer(o.client, ns, &discovery.EndpointSlice{}, o.client.ListEndpointSlices, o.client.WatchEndpointSlices, o.transform)
 	if err != nil {
 		return err
 	}
-	svcInf, err := namespaceInformer(o.client, ns, &corev1.Service{}, o.client.ListServices, o.client.WatchServices, o.trim)
+	svcInf, err := namespaceInformer(o.client, ns, &corev1.Service{}, o.client.ListServices, o.client.WatchServices, o.transform)
 	if err != nil {
 		return err
 	}

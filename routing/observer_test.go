@@ -12,6 +12,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // eventually waits, at most 5 s, for the informers' goroutines to make
@@ -55,7 +57,7 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 	o.mu.Lock()
 	kept := o.watch.slices["web-a"]
 	o.mu.Unlock()
-	if kept == nil || kept.labels["app"] != "" || kept.labels[labelServiceName] != "web" {
+	if kept == nil || kept.labels["app"] != "" || kept.labels[judge.LabelServiceName] != "web" {
 		t.Fatalf("slice not trimmed: %+v", kept)
 	}
 
@@ -92,8 +94,7 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 		// Its answer recorded, so the next step cannot fall inside it.
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		f := o.nodes["n2"].syncs[discovery.AddressTypeIPv4]
-		return f != nil && f.silent > 0
+		return o.nodes["n2"].Silent(discovery.AddressTypeIPv4) > 0
 	})
 	o.clk.Step(300 * ms)
 	eventually(t, "kube-proxy's confirmation", state(drain.RoutingWithdrawn))
@@ -124,5 +125,5 @@ func TestRunNotSynced(t *testing.T) {
 func (to *testObserver) apiWithdrawnLocked() bool {
 	to.mu.Lock()
 	defer to.mu.Unlock()
-	return to.apiWithdrawn()
+	return judge.APIWithdrawn(to.watch.paths)
 }

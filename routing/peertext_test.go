@@ -3,7 +3,6 @@ package routing
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hapsuper/hapsuper/drain"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // rawAnswerer is a stand-in for whatever listens on a node's port: it
@@ -54,7 +55,7 @@ var hugeAnswers = []struct{ name, answer string }{
 // What a node's port answers is quoted into errors, the detail, the log and
 // the status reply: a ~79 KB status line or header block gives an error of
 // at most a few hundred bytes, and six such nodes a detail within
-// maxDetail (it was 316 KB per error and 1.58 MB of detail).
+// judge.MaxDetail (it was 316 KB per error and 1.58 MB of detail).
 func TestPeerTextBounded(t *testing.T) {
 	for _, tc := range hugeAnswers {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +68,7 @@ func TestPeerTextBounded(t *testing.T) {
 			if err == nil {
 				t.Fatal("a 79 KB status line or header block was accepted")
 			}
-			msg := classify("10.0.0.9:10256", err, time.Second).msg
+			msg := classify("10.0.0.9:10256", err, time.Second).Msg
 			t.Logf("error: %d bytes", len(msg))
 			if len(msg) > 400 || !utf8.ValidString(msg) {
 				t.Errorf("error of %d bytes (valid UTF-8 %v), want at most 400: %.300q", len(msg), utf8.ValidString(msg), msg)
@@ -85,8 +86,8 @@ func TestPeerTextBounded(t *testing.T) {
 			if got.State != drain.RoutingUnverified {
 				t.Errorf("routing %s, want unverified", got.State)
 			}
-			if len(got.Detail) > maxDetail || !strings.Contains(got.Detail, "kube-proxy not observed on 6 of 6 nodes") {
-				t.Errorf("detail of %d bytes, want at most %d naming the nodes: %.300q", len(got.Detail), maxDetail, got.Detail)
+			if len(got.Detail) > judge.MaxDetail || !strings.Contains(got.Detail, "kube-proxy not observed on 6 of 6 nodes") {
+				t.Errorf("detail of %d bytes, want at most %d naming the nodes: %.300q", len(got.Detail), judge.MaxDetail, got.Detail)
 			}
 		})
 	}
@@ -104,32 +105,6 @@ func TestPeerTextBoundedBalancer(t *testing.T) {
 	}
 }
 
-// boundDetail keeps a detail within maxDetail, cut on a rune boundary with
-// the count of what was cut, and leaves a short one alone.
-func TestBoundDetail(t *testing.T) {
-	if got := boundDetail("short"); got != "short" {
-		t.Errorf("boundDetail(short) = %q", got)
-	}
-	for _, long := range []string{
-		strings.Repeat("é", maxDetail),       // 2-byte runes
-		strings.Repeat("x", maxDetail) + "€", // a 3-byte rune at the cut
-		"x" + strings.Repeat("€", maxDetail), // 3-byte runes, off by one
-	} {
-		got := boundDetail(long)
-		if len(got) > maxDetail || !utf8.ValidString(got) {
-			t.Fatalf("%d bytes, valid UTF-8 %v; want at most %d", len(got), utf8.ValidString(got), maxDetail)
-		}
-		var cut int
-		if _, err := fmt.Sscanf(got[strings.LastIndex(got, "… (")+len("… ("):], "%d more bytes)", &cut); err != nil {
-			t.Fatalf("no count of the cut in %q: %v", got[len(got)-40:], err)
-		}
-		if kept := strings.TrimSuffix(got[:strings.LastIndex(got, "… (")], ""); len(kept)+cut != len(long) || !strings.HasPrefix(long, kept) {
-			t.Errorf("kept %d + cut %d bytes, want %d in all", len(kept), cut, len(long))
-		}
-	}
-}
-
-// clipPeer cuts on a rune boundary, never splitting a character.
 func TestClipPeer(t *testing.T) {
 	for _, s := range []string{strings.Repeat("€", 100), "a" + strings.Repeat("€", 100), "ab" + strings.Repeat("€", 100), strings.Repeat("x", 199)} {
 		got := clipPeer(s)
@@ -188,7 +163,7 @@ func TestPeerTextPollAllocations(t *testing.T) {
 				if err == nil {
 					t.Fatal("answer accepted")
 				}
-				msgBytes += len(classify("10.0.0.9:10256", err, time.Second).msg)
+				msgBytes += len(classify("10.0.0.9:10256", err, time.Second).Msg)
 			}
 			runtime.ReadMemStats(&after)
 			perPoll := (after.TotalAlloc - before.TotalAlloc) / polls

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/utils/clock"
 )
 
 // probeTimeout bounds PickMode: the node list and one healthz request.
@@ -56,9 +55,9 @@ func pickMode(ctx context.Context, client API, id Identity, port int, dial dialF
 		return ModeEndpointSlices, fmt.Sprintf("node %s has no InternalIP to reach kube-proxy at", id.NodeName)
 	}
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
-	o := &Observer{cfg: Config{RequestTimeout: time.Second}, clock: clock.RealClock{}, http: newHealthzClient(dial, 500*time.Millisecond)}
-	defer o.http.CloseIdleConnections()
-	if _, _, _, _, err := o.fetchHealthz(ctx, addr); err != nil {
+	hc := newHealthzClient(dial, 500*time.Millisecond)
+	defer hc.CloseIdleConnections()
+	if _, _, _, _, err := hc.fetch(ctx, addr, time.Second); err != nil {
 		return ModeEndpointSlices, fmt.Sprintf("kube-proxy healthz of node %s: %v", id.NodeName, err)
 	}
 	return ModeKubeProxy, fmt.Sprintf("nodes can be listed and kube-proxy healthz of node %s at %s answers with per-family status", id.NodeName, addr)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // rounds asks the nodes' kube-proxies and the balancers' health checks
@@ -28,7 +28,7 @@ func (o *Observer) rounds(ctx context.Context) {
 // when every request has ended, each within RequestTimeout.
 func (o *Observer) confirmRound(ctx context.Context) {
 	o.mu.Lock()
-	ready := o.cfg.Mode == ModeKubeProxy && o.synced && !o.stopAt.IsZero() && o.apiWithdrawn()
+	ready := o.cfg.Mode == ModeKubeProxy && o.synced && !o.stopAt.IsZero() && judge.APIWithdrawn(o.watch.paths)
 	listed := o.nodes != nil
 	o.mu.Unlock()
 	if !ready || (!listed && !o.listNodes(ctx)) {
@@ -38,16 +38,16 @@ func (o *Observer) confirmRound(ctx context.Context) {
 		o.listNodes(ctx) // a failure keeps the set read before
 	}
 	o.mu.Lock()
-	targets := o.targets()
-	var todo []*nodeState
+	targets := judge.Targets(o.watch.paths)
+	var todo []*judge.Node
 	for _, n := range o.nodes {
-		if v, _ := o.rule.judgeNode(n, targets); v != nodeConfirmed && n.addr != "" {
+		if v, _ := o.judging.Rule.Node(n, targets); v != judge.NodeConfirmed && n.Addr != "" {
 			todo = append(todo, n)
 		}
 	}
 	o.mu.Unlock()
 
-	fanOut(ctx, o.cfg.Concurrency, todo, func(n *nodeState) { o.pollNode(ctx, n) })
+	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
 }
 
 // fanOut calls poll for every item, at most limit at a time, and returns
@@ -70,40 +70,33 @@ func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
 }
 
 // pollNode reads one node's healthz and records what it said.
-func (o *Observer) pollNode(ctx context.Context, n *nodeState) {
-	h, sent, received, via, err := o.fetchHealthz(ctx, n.addr)
+func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
+	h, sent, received, via, err := o.http.fetch(ctx, n.Addr, o.cfg.RequestTimeout)
 	if ctx.Err() != nil {
 		return // shutting down: what the node said before stands
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err != nil {
-		var pe *pollError
+		var pe *judge.PollError
 		if !errors.As(err, &pe) {
-			pe = &pollError{msg: err.Error()}
+			pe = &judge.PollError{Msg: err.Error()}
 		}
-		if n.problem == nil || n.problem.msg != pe.msg {
-			o.log.Warn("kube-proxy healthz poll failed", "node", n.name, "addr", n.addr, "pending", pe.pending, "err", pe.msg)
-		}
-		n.problem, n.failed = pe, true
-		if pe.pending { // accepted, never answered: kube-proxy is not running
-			n.stalled(sent, o.clock.Now())
+		if n.Failed(pe, sent, o.clock.Now()) {
+			o.log.Warn("kube-proxy healthz poll failed", "node", n.Name, "addr", n.Addr, "pending", pe.Pending, "err", pe.Msg)
 		}
 		return
 	}
 	if via.reconnected {
-		// kube-proxy's server does not close idle connections: the
-		// process that answered on the one it closed may be gone, and a
-		// new lastUpdated a restarted instance's start stamp.
-		n.failed = true
+		n.Reconnected()
 	}
-	n.record(h, sent, received, o.rule.allowance, via.kept)
-	if v, _ := o.rule.judgeNode(n, o.targets()); v == nodeConfirmed {
-		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.name, "rtt", received.Sub(sent))
+	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
+	if v, _ := o.judging.Rule.Node(n, judge.Targets(o.watch.paths)); v == judge.NodeConfirmed {
+		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.Name, "rtt", received.Sub(sent))
 		// Not asked again unless a later withdrawal needs it: its kept
 		// connection (a socket and its buffer) would stay until exit.
-		o.http.closeIdle(n.addr)
-		o.conns.close(n.addr)
+		o.http.closeIdle(n.Addr)
+		o.conns.close(n.Addr)
 	}
 }
 
@@ -125,32 +118,4 @@ func internalIP(node *corev1.Node) netip.Addr {
 		}
 	}
 	return v6
-}
-
-// apiWithdrawn says whether the API verdict is withdrawn on every path.
-func (o *Observer) apiWithdrawn() bool {
-	if len(o.watch.paths) == 0 {
-		return false
-	}
-	for _, p := range o.watch.paths {
-		if !p.withdrawn {
-			return false
-		}
-	}
-	return true
-}
-
-// targets is, per family, the receipt time R of the change kube-proxy must
-// hold: the latest withdrawal among the family's paths. kube-proxy programs
-// its whole state at each sync, and the rule's premises hold for every
-// change received by R: a sync proven to hold a change received at R holds
-// the earlier ones too.
-func (o *Observer) targets() map[discovery.AddressType]time.Time {
-	t := map[discovery.AddressType]time.Time{}
-	for k, p := range o.watch.paths {
-		if p.withdrawn && p.since.After(t[k.family]) {
-			t[k.family] = p.since
-		}
-	}
-	return t
 }

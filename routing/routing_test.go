@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // expect checks the verdict's state and that its detail says every want.
@@ -40,7 +42,7 @@ func TestRoutingWithoutAnswer(t *testing.T) {
 	// kube-proxy programs neither a headless Service nor a slice that
 	// another proxy owns.
 	other := v4("mesh-a", "mesh", mine(readyC))
-	other.Labels[labelProxyName] = "istio"
+	other.Labels[judge.LabelProxyName] = "istio"
 	o.apply(service("db", headless), v4("db-a", "db", mine(readyC)), service("mesh"), other)
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingUnverified, "no EndpointSlice lists this pod")
 }
@@ -65,7 +67,7 @@ func TestRoutingEndpointSlicesMode(t *testing.T) {
 // puts the serving-terminating endpoint back, and R must start over.
 func TestRoutingFallbackAndR(t *testing.T) {
 	o := newTestObserver(t, Config{Mode: ModeEndpointSlices}, nil)
-	key := pathKey{"web", "IPv4"}
+	key := judge.PathKey{Service: "web", Family: "IPv4"}
 	o.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
 
 	o.clk.Step(ms)
@@ -107,7 +109,7 @@ func TestRoutingRemoval(t *testing.T) {
 	o.remove(service("api"), v4("api-a", "api"))
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingWithdrawn, "default/api (IPv4)", "default/web (IPv4)")
 	for k, p := range o.watch.paths {
-		if !p.withdrawn {
+		if !p.Withdrawn {
 			t.Errorf("%s: %+v", k, p)
 		}
 	}
@@ -159,11 +161,11 @@ func TestPodGracePeriod(t *testing.T) {
 }
 
 // since reads a path's R.
-func (to *testObserver) since(k pathKey) (t0 time.Time) {
+func (to *testObserver) since(k judge.PathKey) (t0 time.Time) {
 	to.mu.Lock()
 	defer to.mu.Unlock()
 	if p := to.watch.paths[k]; p != nil {
-		return p.since
+		return p.Since
 	}
 	return t0
 }

@@ -3,6 +3,8 @@ package routing
 import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // storedSlice is what the slice informer's store and the watch keep of an
@@ -45,9 +47,9 @@ func (s *storedSlice) slice() *discovery.EndpointSlice {
 }
 
 // service is the Service the slice belongs to.
-func (s *storedSlice) service() string { return s.labels[labelServiceName] }
+func (s *storedSlice) service() string { return s.labels[judge.LabelServiceName] }
 
-// expandSlices expands a Service's stored slices for judgeService.
+// expandSlices expands a Service's stored slices for judge.Service.
 func expandSlices(stored []*storedSlice) []*discovery.EndpointSlice {
 	out := make([]*discovery.EndpointSlice, len(stored))
 	for i, s := range stored {

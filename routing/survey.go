@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // A survey is the observer's judgement of the pod's routing made once, from
@@ -79,7 +80,7 @@ func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod, wi
 		return Survey{}, fmt.Errorf("list services in namespace %s: %w", ns, err)
 	}
 	feed := func(apply func(any, bool, time.Time), obj any) {
-		if t, err := o.trim(obj); err == nil {
+		if t, err := o.transform(obj); err == nil {
 			o.handlers(apply).OnAdd(t, true)
 		}
 	}
@@ -90,7 +91,7 @@ func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod, wi
 		feed(o.applySlice, &sliceList.Items[i])
 	}
 	if pod != nil {
-		t, err := trim(pod.DeepCopy())
+		t, err := transformKnowingNoPod(pod.DeepCopy())
 		if err == nil {
 			o.handlers(o.applyPod).OnAdd(t, true)
 		}
@@ -100,9 +101,9 @@ func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod, wi
 	defer o.mu.Unlock()
 	var s Survey
 	for k, p := range o.watch.paths {
-		sp := SurveyPath{Service: ns + "/" + k.service, Family: string(k.family), Withdrawn: p.withdrawn, Why: p.why}
+		sp := SurveyPath{Service: ns + "/" + k.Service, Family: string(k.Family), Withdrawn: p.Withdrawn, Why: p.Why}
 		for name, sl := range o.watch.slices {
-			if sl.service() == k.service && sl.addressType == k.family && o.lists(sl.slice()) {
+			if sl.service() == k.Service && sl.addressType == k.Family && o.lists(sl.slice()) {
 				sp.Slices = append(sp.Slices, name)
 			}
 		}
@@ -110,7 +111,8 @@ func SurveyPod(ctx context.Context, client API, id Identity, pod *corev1.Pod, wi
 		s.Paths = append(s.Paths, sp)
 	}
 	sortPaths(s.Paths)
-	s.Unobserved = o.unobserved()
+	f := o.facts()
+	s.Unobserved = judge.Unobserved(&f)
 	s.External = o.surveyExternal(ctx, window)
 	return s, nil
 }
@@ -121,17 +123,17 @@ func (o *Observer) surveyExternal(ctx context.Context, window time.Duration) []S
 	var out []SurveyExternal
 	seen := map[string]bool{}
 	for k := range o.watch.paths {
-		svc := o.watch.services[k.service]
-		if seen[k.service] || svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer ||
+		svc := o.watch.services[k.Service]
+		if seen[k.Service] || svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer ||
 			svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 			continue
 		}
-		seen[k.service] = true
-		e := SurveyExternal{Service: o.cfg.Identity.Namespace + "/" + k.service, HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
-		e.Window, e.WindowSource = healthCheckWindow(svc.Annotations, window)
-		for _, sl := range expandSlices(o.watch.byService[k.service]) {
+		seen[k.Service] = true
+		e := SurveyExternal{Service: o.cfg.Identity.Namespace + "/" + k.Service, HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
+		e.Window, e.WindowSource = judge.HealthCheckWindow(svc.Annotations, window)
+		for _, sl := range expandSlices(o.watch.byService[k.Service]) {
 			for _, ep := range sl.Endpoints {
-				if o.match.kind(ep) == otherPod && isReady(ep) && ep.NodeName != nil && *ep.NodeName == o.cfg.Identity.NodeName {
+				if o.match.Kind(ep) == judge.OtherPod && judge.IsReady(ep) && ep.NodeName != nil && *ep.NodeName == o.cfg.Identity.NodeName {
 					e.OtherReadyOnNode = true
 				}
 			}
@@ -142,15 +144,15 @@ func (o *Observer) surveyExternal(ctx context.Context, window time.Duration) []S
 		case !o.watch.hostIP.IsValid():
 			e.Answer = "the pod's hostIP is not known"
 		default:
-			ck := checkKey{addr: o.watch.hostIP, port: e.HealthCheckNodePort}
-			e.URL = ck.url()
+			ck := judge.CheckKey{Addr: o.watch.hostIP, Port: e.HealthCheckNodePort}
+			e.URL = ck.URL()
 			rctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-			status, body, err := o.http.getPath(rctx, netip.AddrPortFrom(ck.addr, uint16(ck.port)).String(), "/")
+			status, body, err := o.http.getPath(rctx, ck.AddrPort().String(), "/")
 			cancel()
 			if err != nil {
-				e.Answer = classify(e.URL, err, DefaultRequestTimeout).msg
+				e.Answer = classify(e.URL, err, DefaultRequestTimeout).Msg
 			} else {
-				_, e.Answer = readServiceHealth(status, body, o.cfg.Identity.Namespace, k.service)
+				_, e.Answer = judge.ReadServiceHealth(status, body, o.cfg.Identity.Namespace, k.Service)
 				e.Reachable = strings.HasPrefix(e.Answer, "HTTP ") && strings.Contains(e.Answer, "localEndpoints")
 			}
 		}
@@ -205,8 +207,8 @@ func probeKubeProxies(ctx context.Context, client API, port int, dial dialFunc) 
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	o := &Observer{cfg: Config{RequestTimeout: DefaultRequestTimeout}, clock: clock.RealClock{}, http: newHealthzClient(dial, DefaultRequestTimeout/2)}
-	defer o.http.CloseIdleConnections()
+	hc := newHealthzClient(dial, DefaultRequestTimeout/2)
+	defer hc.CloseIdleConnections()
 	out := make([]NodeHealth, len(list.Items))
 	sem := make(chan struct{}, DefaultConcurrency)
 	var wg sync.WaitGroup
@@ -222,7 +224,7 @@ func probeKubeProxies(ctx context.Context, client API, port int, dial dialFunc) 
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i] = o.probeNode(ctx, out[i])
+			out[i] = probeNode(ctx, hc, out[i])
 		})
 	}
 	wg.Wait()
@@ -231,17 +233,17 @@ func probeKubeProxies(ctx context.Context, client API, port int, dial dialFunc) 
 }
 
 // probeNode asks one node's healthz and fills n from the answer.
-func (o *Observer) probeNode(ctx context.Context, n NodeHealth) NodeHealth {
-	h, _, _, _, err := o.fetchHealthz(ctx, n.Addr)
+func probeNode(ctx context.Context, hc *healthzClient, n NodeHealth) NodeHealth {
+	h, _, _, _, err := hc.fetch(ctx, n.Addr, DefaultRequestTimeout)
 	if err != nil {
 		n.Err = err.Error()
-		if pe, ok := err.(*pollError); ok {
-			n.Pending = pe.pending
+		if pe, ok := err.(*judge.PollError); ok {
+			n.Pending = pe.Pending
 		}
 		return n
 	}
-	for fam, f := range h.families {
-		n.Families = append(n.Families, FamilySync{Family: string(fam), Age: h.currentTime.Sub(f.lastUpdated), Healthy: f.healthy})
+	for fam, f := range h.Families {
+		n.Families = append(n.Families, FamilySync{Family: string(fam), Age: h.CurrentTime.Sub(f.LastUpdated), Healthy: f.Healthy})
 	}
 	slices.SortFunc(n.Families, func(a, b FamilySync) int { return strings.Compare(a.Family, b.Family) })
 	return n

@@ -18,13 +18,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // A survey judges what the observer judges: the same paths with the same
 // verdicts, and the same paths not observed, for the same objects.
 func TestSurveyPodAgreesWithObserver(t *testing.T) {
 	db := v4("db-a", "db", mine(readyC))
-	db.Labels[labelHeadless] = ""
+	db.Labels[judge.LabelHeadless] = ""
 	hostPort := pod(func(p *corev1.Pod) {
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
 	})
@@ -42,10 +44,10 @@ func TestSurveyPodAgreesWithObserver(t *testing.T) {
 			[]string{"default/web IPv4 false endpoint ready"},
 			[]string{"hostPort 80/TCP: the node's port reaches the pod without kube-proxy", "default/db: headless Service: DNS clients hold the pod's IP"}},
 		{"NLB IP targets", []runtime.Object{service("web", func(s *corev1.Service) {
-			s.Annotations = map[string]string{annotationNLBTarget: "ip"}
+			s.Annotations = map[string]string{judge.AnnotationNLBTarget: "ip"}
 		}), v4("web-a", "web", mine(readyC))},
 			[]string{"default/web IPv4 false endpoint ready"},
-			[]string{"default/web: annotation " + annotationNLBTarget + ": ip: a load balancer targets pod IPs"}},
+			[]string{"default/web: annotation " + judge.AnnotationNLBTarget + ": ip: a load balancer targets pod IPs"}},
 		{"not listed", []runtime.Object{service("web"), v4("web-a", "web", peer("n2", readyC))}, nil, nil},
 	}
 	for _, tt := range tests {
@@ -87,10 +89,11 @@ func TestSurveyPodAgreesWithObserver(t *testing.T) {
 				o.apply(obj)
 			}
 			o.mu.Lock()
-			unobserved := o.unobserved()
+			f := o.facts()
+			unobserved := judge.Unobserved(&f)
 			var paths []string
 			for k, p := range o.watch.paths {
-				paths = append(paths, fmt.Sprintf("default/%s %s %v %s", k.service, k.family, p.withdrawn, p.why))
+				paths = append(paths, fmt.Sprintf("default/%s %s %v %s", k.Service, k.Family, p.Withdrawn, p.Why))
 			}
 			o.mu.Unlock()
 			slices.Sort(paths)
@@ -147,7 +150,7 @@ func TestSurveyExternal(t *testing.T) {
 	port, _ := strconv.Atoi(portStr)
 	lb := service("web", loadBalancerLocal, func(s *corev1.Service) {
 		s.Spec.HealthCheckNodePort = int32(port)
-		s.Annotations = map[string]string{annotationAzureInterval: "5", annotationAzureThreshold: "2"}
+		s.Annotations = map[string]string{judge.AnnotationAzureInterval: "5", judge.AnnotationAzureThreshold: "2"}
 	})
 	p := pod(func(p *corev1.Pod) { p.Status.HostIP = "127.0.0.1" })
 	for _, tt := range []struct {

@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // The informers' caches hold one trimmed copy of every EndpointSlice and
 // Service of the namespace, thousands in a big one, so a copy keeps only what
-// sliceEvent, proxiedSlice and judgeService read, and shares what repeats.
+// sliceEvent and the judge (ProxiedSlice, Service) read, and shares what repeats.
 // The shared values (condition pointers, node names, label maps) are never
 // written: objects in an informer cache are read-only, and nothing in this
 // package writes to a trimmed object.
@@ -23,24 +25,25 @@ import (
 // reflector's temporary store, again on Replace), so it must be safe for
 // concurrent use and idempotent: trimming a trimmed object changes nothing.
 
-// trim is the transform of an observer that does not know the pod: every
-// endpoint keeps what matcher.kind reads.
-func trim(obj any) (any, error) { return trimmer{}.trim(obj) }
+// transformKnowingNoPod is the informers' transform of an observer that
+// does not know the pod (the pod's own informer, whose objects carry no
+// endpoints): every endpoint keeps what Matcher.Kind reads.
+func transformKnowingNoPod(obj any) (any, error) { return trimmer{}.transform(obj) }
 
-// trim is the transform of this observer, the one Run's informers should
-// use (informers.WithTransform(o.trim)): it knows the pod, so of other pods'
-// endpoints it keeps only what judgeFamily reads.
-func (o *Observer) trim(obj any) (any, error) {
-	return trimmer{match: o.match, node: o.cfg.Identity.NodeName}.trim(obj)
+// transform is the transform of this observer's slice and Service
+// informers: it knows the pod, so of other pods' endpoints it keeps only
+// what judge.Service reads.
+func (o *Observer) transform(obj any) (any, error) {
+	return trimmer{match: o.match, node: o.cfg.Identity.NodeName}.transform(obj)
 }
 
 // trimSlice is the slice as an observer that does not know the pod keeps it.
 func trimSlice(s *discovery.EndpointSlice) *discovery.EndpointSlice { return trimmer{}.slice(s) }
 
-// trimService keeps what proxied and judgeFamily read of a Service.
+// trimService keeps what the judge (Proxied, Service) reads of a Service.
 func trimService(s *corev1.Service) *corev1.Service {
 	meta := trimMeta(s.ObjectMeta)
-	for _, k := range keptAnnotations {
+	for _, k := range judge.KeptAnnotations {
 		if v, ok := s.Annotations[k]; ok {
 			if meta.Annotations == nil {
 				meta.Annotations = map[string]string{}
@@ -62,11 +65,12 @@ func trimService(s *corev1.Service) *corev1.Service {
 
 // trimmer trims for one pod. The zero trimmer knows no pod.
 type trimmer struct {
-	match matcher // this pod's name and addresses; none: not known
-	node  string  // this pod's node
+	match judge.Matcher // this pod's name and addresses; none: not known
+	node  string        // this pod's node
 }
 
-func (t trimmer) trim(obj any) (any, error) {
+// transform trims obj for the informer's store.
+func (t trimmer) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *discovery.EndpointSlice:
 		return storeSlice(t.slice(o)), nil
@@ -105,7 +109,7 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// slice keeps the slice's name, the labels and address type proxiedSlice
+// slice keeps the slice's name, the labels and address type judge.ProxiedSlice
 // reads, and, if kube-proxy programs it, the endpoints its verdict reads.
 // Of the ports it keeps what slicePorts reads, shared among the slices
 // that have the same.
@@ -114,47 +118,47 @@ func (t trimmer) slice(s *discovery.EndpointSlice) *discovery.EndpointSlice {
 		ObjectMeta:  trimMeta(s.ObjectMeta),
 		AddressType: discovery.AddressType(sharedString(string(s.AddressType))),
 	}
-	if proxiedSlice(out) {
+	if judge.ProxiedSlice(out) {
 		out.Ports = sharedPorts(s.Ports)
 	}
-	if !proxiedSlice(out) {
+	if !judge.ProxiedSlice(out) {
 		// sliceEvent does not keep it, but asks whether it lists this pod:
 		// a path kube-proxy does not carry (headless, another proxy).
 		for _, ep := range s.Endpoints {
-			if len(t.match.addrs) == 0 || t.match.kind(ep) == thisPod {
+			if len(t.match.Addrs) == 0 || t.match.Kind(ep) == judge.ThisPod {
 				out.Endpoints = append(out.Endpoints, whole(ep))
 			}
 		}
 		return out
 	}
-	if len(t.match.addrs) == 0 {
+	if len(t.match.Addrs) == 0 {
 		out.Endpoints = make([]discovery.Endpoint, 0, len(s.Endpoints))
 		for _, ep := range s.Endpoints {
 			out.Endpoints = append(out.Endpoints, whole(ep))
 		}
 		return out
 	}
-	// Of other pods' endpoints judgeFamily asks only whether one is ready,
+	// Of other pods' endpoints the judge asks only whether one is ready,
 	// and whether one ready is on this node: one of each answers it.
 	var readyHere, readyElsewhere bool
 	for _, ep := range s.Endpoints {
-		switch t.match.kind(ep) {
-		case thisPod:
+		switch t.match.Kind(ep) {
+		case judge.ThisPod:
 			out.Endpoints = append(out.Endpoints, whole(ep))
-		case otherPod:
+		case judge.OtherPod:
 			here := ep.NodeName != nil && *ep.NodeName == t.node
-			if !isReady(ep) || (here && readyHere) || (!here && readyElsewhere) {
+			if !judge.IsReady(ep) || (here && readyHere) || (!here && readyElsewhere) {
 				continue
 			}
 			readyHere, readyElsewhere = readyHere || here, readyElsewhere || !here
 			out.Endpoints = append(out.Endpoints, bare(ep))
 		}
-		// sameAddress: judgeService counts it neither as this pod nor as a peer.
+		// SameAddress: judge.Service counts it neither as this pod nor as a peer.
 	}
 	return out
 }
 
-// whole keeps what matcher.kind, isReady, isFallback and judgeFamily read of
+// whole keeps what the judge (Matcher.Kind, IsReady, Service) reads of
 // an endpoint.
 func whole(ep discovery.Endpoint) discovery.Endpoint {
 	e := bare(ep)
@@ -190,9 +194,9 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 // kubeProxyLabels are the labels kube-proxy reads. The labels of a
 // Service's slices, its name alone, are shared.
 func kubeProxyLabels(labels map[string]string) map[string]string {
-	svc, named := labels[labelServiceName]
-	_, other := labels[labelProxyName]
-	_, headless := labels[labelHeadless]
+	svc, named := labels[judge.LabelServiceName]
+	_, other := labels[judge.LabelProxyName]
+	_, headless := labels[judge.LabelHeadless]
 	switch {
 	case !other && !headless && named:
 		return sharedLabels.get(svc)
@@ -200,7 +204,7 @@ func kubeProxyLabels(labels map[string]string) map[string]string {
 		return nil
 	}
 	out := map[string]string{}
-	for _, k := range []string{labelServiceName, labelProxyName, labelHeadless} {
+	for _, k := range []string{judge.LabelServiceName, judge.LabelProxyName, judge.LabelHeadless} {
 		if v, ok := labels[k]; ok {
 			out[k] = v
 		}
@@ -242,7 +246,7 @@ var (
 	sharedPortLists = pool[[]discovery.EndpointPort]{fresh: decodePorts}
 	// sharedLabels holds the trimmed labels of a Service's slices.
 	sharedLabels = pool[map[string]string]{fresh: func(svc string) map[string]string {
-		return map[string]string{labelServiceName: svc}
+		return map[string]string{judge.LabelServiceName: svc}
 	}}
 )
 

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // scaleSlices is the JSON, as the API server sends it, of n slices shaped
@@ -96,11 +98,11 @@ func TestTrimRetainsLess(t *testing.T) {
 	id := me
 	id.PodIPs = []string{"10.251.0.9"} // not among the slices, as in the scale check
 	addrs, _ := id.addrs()
-	aware := trimmer{match: matcher{podName: id.PodName, addrs: addrs}, node: "node1"}
+	aware := trimmer{match: judge.Matcher{PodName: id.PodName, Addrs: addrs}, node: "node1"}
 
 	old := retained(t, docs, func(s *discovery.EndpointSlice) any { return trimSliceBefore(s) })
 	stored := func(tr trimmer) func(*discovery.EndpointSlice) any {
-		return func(s *discovery.EndpointSlice) any { v, _ := tr.trim(s); return v }
+		return func(s *discovery.EndpointSlice) any { v, _ := tr.transform(s); return v }
 	}
 	blind := retained(t, docs, stored(trimmer{}))
 	mine := retained(t, docs, stored(aware))
@@ -128,7 +130,7 @@ func trimSliceBefore(s *discovery.EndpointSlice) *discovery.EndpointSlice {
 
 func trimMetaBefore(m metav1.ObjectMeta) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
-	for _, k := range []string{labelServiceName, labelProxyName, labelHeadless} {
+	for _, k := range []string{judge.LabelServiceName, judge.LabelProxyName, judge.LabelHeadless} {
 		if v, ok := m.Labels[k]; ok {
 			if out.Labels == nil {
 				out.Labels = map[string]string{}

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // meTrimmer trims as the observer of me does.
@@ -19,19 +21,19 @@ func meTrimmer(t *testing.T) trimmer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return trimmer{match: matcher{podName: me.PodName, addrs: addrs}, node: me.NodeName}
+	return trimmer{match: judge.Matcher{PodName: me.PodName, Addrs: addrs}, node: me.NodeName}
 }
 
 // describe says what the verdict reads of a trimmed endpoint: how it
 // relates to me, its conditions (nil, true or false) and its node.
-func describe(m matcher, ep discovery.Endpoint) string {
+func describe(m judge.Matcher, ep discovery.Endpoint) string {
 	b := func(p *bool) string {
 		if p == nil {
 			return "nil"
 		}
 		return fmt.Sprint(*p)
 	}
-	kind := map[endpointKind]string{thisPod: "thisPod", otherPod: "otherPod", sameAddress: "sameAddress"}[m.kind(ep)]
+	kind := map[judge.EndpointKind]string{judge.ThisPod: "judge.ThisPod", judge.OtherPod: "judge.OtherPod", judge.SameAddress: "judge.SameAddress"}[m.Kind(ep)]
 	node := "-"
 	if ep.NodeName != nil {
 		node = *ep.NodeName
@@ -43,12 +45,12 @@ func describe(m matcher, ep discovery.Endpoint) string {
 func TestTrimSliceEndpoints(t *testing.T) {
 	aware := meTrimmer(t)
 	const (
-		mineST   = "thisPod ready=false serving=true terminating=true node=n1"
-		mineR    = "thisPod ready=true serving=true terminating=false node=n1"
-		peerR2   = "otherPod ready=true serving=true terminating=false node=n2"
-		peerR1   = "otherPod ready=true serving=true terminating=false node=n1"
-		peerST2  = "otherPod ready=false serving=true terminating=true node=n2"
-		hostnetR = "sameAddress ready=true serving=true terminating=false node=n1"
+		mineST   = "judge.ThisPod ready=false serving=true terminating=true node=n1"
+		mineR    = "judge.ThisPod ready=true serving=true terminating=false node=n1"
+		peerR2   = "judge.OtherPod ready=true serving=true terminating=false node=n2"
+		peerR1   = "judge.OtherPod ready=true serving=true terminating=false node=n1"
+		peerST2  = "judge.OtherPod ready=false serving=true terminating=true node=n2"
+		hostnetR = "judge.SameAddress ready=true serving=true terminating=false node=n1"
 	)
 	tests := []struct {
 		name string
@@ -56,7 +58,7 @@ func TestTrimSliceEndpoints(t *testing.T) {
 		// what the observer of me keeps, and one that does not know the pod
 		aware, blind []string
 	}{
-		{"this pod's endpoint keeps what matcher.kind needs",
+		{"this pod's endpoint keeps what judge.Matcher.kind needs",
 			[]discovery.Endpoint{mine(servingTermC)}, []string{mineST}, []string{mineST}},
 		{"an endpoint without targetRef at this pod's address is this pod",
 			[]discovery.Endpoint{ep("10.0.0.5", "n1", "", readyC)}, []string{mineR}, []string{mineR}},
@@ -74,11 +76,11 @@ func TestTrimSliceEndpoints(t *testing.T) {
 				ep("10.0.3.3", "n1", "web-3", readyC), ep("10.0.4.4", "n1", "web-4", readyC),
 			},
 			[]string{peerR2, peerR1},
-			[]string{peerR2, "otherPod ready=true serving=true terminating=false node=n3", peerR1, peerR1}},
+			[]string{peerR2, "judge.OtherPod ready=true serving=true terminating=false node=n3", peerR1, peerR1}},
 		{"nil conditions and node stay nil: kube-proxy reads nil ready as ready",
 			[]discovery.Endpoint{{Addresses: []string{"10.0.1.7"}}},
-			[]string{"otherPod ready=nil serving=nil terminating=nil node=-"},
-			[]string{"otherPod ready=nil serving=nil terminating=nil node=-"}},
+			[]string{"judge.OtherPod ready=nil serving=nil terminating=nil node=-"},
+			[]string{"judge.OtherPod ready=nil serving=nil terminating=nil node=-"}},
 		{"this pod among peers",
 			[]discovery.Endpoint{peer("n2", readyC), mine(servingTermC), peer("n2", readyC)},
 			[]string{peerR2, mineST}, []string{peerR2, mineST, peerR2}},
@@ -118,7 +120,7 @@ func TestTrimSliceKeeps(t *testing.T) {
 	if got.Name != "web-a" || got.Namespace != "default" || got.ResourceVersion != "42" {
 		t.Errorf("meta = %+v, want name, namespace and resource version kept", got.ObjectMeta)
 	}
-	if !reflect.DeepEqual(got.Labels, map[string]string{labelServiceName: "web"}) {
+	if !reflect.DeepEqual(got.Labels, map[string]string{judge.LabelServiceName: "web"}) {
 		t.Errorf("labels = %v, want the service name alone", got.Labels)
 	}
 	if got.UID != "" || got.Ports != nil || got.AddressType != discovery.AddressTypeIPv4 {
@@ -147,7 +149,7 @@ func TestTrimSliceKeeps(t *testing.T) {
 
 func TestTrimIgnoredSlice(t *testing.T) {
 	mesh := v4("mesh-a", "mesh", mine(readyC), peer("n2", readyC))
-	mesh.Labels[labelProxyName] = "istio"
+	mesh.Labels[judge.LabelProxyName] = "istio"
 	fqdn := slice("ext-a", "ext", discovery.AddressTypeFQDN, ep("example.com", "n1", "", readyC))
 	for _, s := range []*discovery.EndpointSlice{mesh, fqdn} {
 		got := meTrimmer(t).slice(s)
@@ -157,18 +159,18 @@ func TestTrimIgnoredSlice(t *testing.T) {
 		if s == mesh {
 			want = 1
 		}
-		if proxiedSlice(got) || len(got.Endpoints) != want || got.Labels["app"] != "" {
+		if judge.ProxiedSlice(got) || len(got.Endpoints) != want || got.Labels["app"] != "" {
 			t.Errorf("%s: %+v: want not proxied, %d endpoints, other labels dropped", s.Name, got, want)
 		}
 	}
-	if got := trimSlice(mesh); got.Labels[labelProxyName] != "istio" || got.Labels[labelServiceName] != "mesh" {
+	if got := trimSlice(mesh); got.Labels[judge.LabelProxyName] != "istio" || got.Labels[judge.LabelServiceName] != "mesh" {
 		t.Errorf("labels = %v, want the proxy name kept", got.Labels)
 	}
 }
 
 // The trimmed slices give the verdicts the slices give, for random slices of
 // this pod, other pods and pods at this pod's address, under every traffic
-// policy. It fails when judgeService starts reading what trim drops.
+// policy. It fails when judge.Service starts reading what trim drops.
 func TestTrimKeepsVerdicts(t *testing.T) {
 	aware := meTrimmer(t)
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -216,20 +218,20 @@ func TestTrimKeepsVerdicts(t *testing.T) {
 			raw = append(raw, sl)
 		}
 		svc := services[pick(len(services))]
-		want := judgeService(svc, raw, aware.match, me.NodeName)
+		want := judge.Service(svc, raw, aware.match, me.NodeName)
 		for _, c := range []struct {
 			who string
 			tr  trimmer
 		}{{"observer of me", aware}, {"pod not known", trimmer{}}} {
 			trimmed := make([]*discovery.EndpointSlice, len(raw))
 			for j, s := range raw {
-				v, err := c.tr.trim(s) // stored as the informer stores it
+				v, err := c.tr.transform(s) // stored as the informer stores it
 				if err != nil {
 					t.Fatal(err)
 				}
 				trimmed[j] = v.(*storedSlice).slice() // expanded as the verdict reads it
 			}
-			if got := judgeService(svc, trimmed, aware.match, me.NodeName); !reflect.DeepEqual(got, want) {
+			if got := judge.Service(svc, trimmed, aware.match, me.NodeName); !reflect.DeepEqual(got, want) {
 				t.Fatalf("case %d, %s: trimmed verdicts %+v, want %+v\nslices: %s", i, c.who, got, want, dump(aware.match, raw))
 			}
 		}
@@ -237,7 +239,7 @@ func TestTrimKeepsVerdicts(t *testing.T) {
 }
 
 // dump shows slices as m classifies their endpoints.
-func dump(m matcher, slices []*discovery.EndpointSlice) string {
+func dump(m judge.Matcher, slices []*discovery.EndpointSlice) string {
 	var b strings.Builder
 	for _, s := range slices {
 		fmt.Fprintf(&b, "\n%s %s:", s.Name, s.AddressType)
@@ -258,7 +260,7 @@ func TestTrimTransforms(t *testing.T) {
 		who       string
 		transform func(any) (any, error)
 		endpoints int
-	}{{"observer", o.trim, 2}, {"package", trim, 3}} {
+	}{{"observer", o.transform, 2}, {"package", transformKnowingNoPod, 3}} {
 		got, err := c.transform(raw)
 		if s, ok := got.(*storedSlice); err != nil || !ok || len(s.endpoints) != c.endpoints || s.name != "web-a" || s.service() != "web" {
 			t.Errorf("%s: slice = %+v, %v: want web-a of Service web stored with %d endpoints", c.who, got, err, c.endpoints)

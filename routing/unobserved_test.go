@@ -8,6 +8,8 @@ import (
 	"github.com/hapsuper/hapsuper/drain"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // pod is this pod's object with edit applied.
@@ -121,9 +123,9 @@ func TestRoutingUnproxiedServices(t *testing.T) {
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingWithdrawn)
 
 	db := v4("db-a", "db", mine(readyC))
-	db.Labels[labelHeadless] = ""
+	db.Labels[judge.LabelHeadless] = ""
 	mesh := v4("mesh-a", "mesh", mine(readyC))
-	mesh.Labels[labelProxyName] = "istio"
+	mesh.Labels[judge.LabelProxyName] = "istio"
 	o.apply(service("db", headless), db, service("mesh"), mesh)
 	got := o.Routing(o.clk.Now())
 	expect(t, got, drain.RoutingUnverified,
@@ -135,7 +137,7 @@ func TestRoutingUnproxiedServices(t *testing.T) {
 	// listed the pod.
 	o = newTestObserver(t, Config{Mode: ModeEndpointSlices}, nil)
 	withdrawnWeb(o)
-	o.apply(service("web", func(s *corev1.Service) { s.Labels = map[string]string{labelProxyName: "cilium"} }))
+	o.apply(service("web", func(s *corev1.Service) { s.Labels = map[string]string{judge.LabelProxyName: "cilium"} }))
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingUnverified, `default/web: Service proxied by "cilium", not kube-proxy`)
 
 	// Alone, without a kube-proxy path.

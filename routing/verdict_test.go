@@ -6,11 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 func TestJudgeService(t *testing.T) {
-	m := matcher{podName: "web-0"}
-	m.addrs, _ = me.addrs()
+	m := judge.Matcher{PodName: "web-0"}
+	m.Addrs, _ = me.addrs()
 	type want struct {
 		withdrawn bool
 		why       string // substring
@@ -95,13 +97,13 @@ func TestJudgeService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judgeService(tt.svc, tt.slices, m, "n1")
+			got := judge.Service(tt.svc, tt.slices, m, "n1")
 			if len(got) != len(tt.want) {
 				t.Fatalf("verdicts = %+v, want families %v", got, tt.want)
 			}
 			for fam, w := range tt.want {
 				g, ok := got[fam]
-				if !ok || g.withdrawn != w.withdrawn || !strings.Contains(g.why, w.why) {
+				if !ok || g.Withdrawn != w.withdrawn || !strings.Contains(g.Why, w.why) {
 					t.Errorf("%s: got %+v, want withdrawn=%v why~%q", fam, g, w.withdrawn, w.why)
 				}
 			}

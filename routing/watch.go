@@ -9,25 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
-
-// pathKey names a path: one Service, one address family.
-type pathKey struct {
-	service string
-	family  discovery.AddressType
-}
-
-func (k pathKey) String() string { return k.service + " (" + string(k.family) + ")" }
-
-// path is a Service and family whose slices listed this pod at some time
-// since the watch started.
-type path struct {
-	pathVerdict
-	// since is the receipt time (our clock) of the change that made the
-	// path withdrawn: the change kube-proxy must have programmed. Zero while
-	// pending. Changes that leave the verdict withdrawn do not move it.
-	since time.Time
-}
 
 // watchState is what the watch keeps: the trimmed objects, this pod's paths
 // and its grace period. Every method is called with Observer.mu held.
@@ -39,7 +23,7 @@ type watchState struct {
 	// from a scan of the namespace's (O(slices of the Service) per event,
 	// where the scan was O(N), and O(N²) for the initial list).
 	byService map[string][]*storedSlice
-	paths     map[pathKey]*path
+	paths     map[judge.PathKey]*judge.Path
 	grace     *int64     // the pod's deletionGracePeriodSeconds
 	watchErr  string     // the last error of a watch that has not synced
 	podSeen   bool       // the pod watch delivered the pod
@@ -63,11 +47,11 @@ func (o *Observer) sliceEvent(name string, s *storedSlice, now time.Time) {
 	}
 	if s != nil {
 		es := s.slice()
-		if proxiedSlice(es) {
+		if judge.ProxiedSlice(es) {
 			st.index(name, s)
 			touched[s.service()] = true
 		} else if s.service() != "" && o.lists(es) {
-			o.unproxiedPath(s.service(), unproxiedWhy(es))
+			o.unproxiedPath(s.service(), judge.UnproxiedWhy(es))
 		}
 	}
 	for svc := range touched {
@@ -111,30 +95,30 @@ func (o *Observer) serviceEvent(name string, svc *corev1.Service, now time.Time)
 func (o *Observer) reevaluate(service string, now time.Time) {
 	st := &o.watch
 	svc := st.services[service]
-	if svc != nil && !proxied(svc) {
+	if svc != nil && !judge.Proxied(svc) {
 		for k := range st.paths {
-			if k.service == service {
+			if k.Service == service {
 				delete(st.paths, k)
-				o.unproxiedPath(service, unobservedServiceWhy(svc))
+				o.unproxiedPath(service, judge.UnobservedServiceWhy(svc))
 			}
 		}
 		return
 	}
-	verdicts := judgeService(svc, expandSlices(st.byService[service]), o.match, o.cfg.Identity.NodeName)
+	verdicts := judge.Service(svc, expandSlices(st.byService[service]), o.match, o.cfg.Identity.NodeName)
 	for k, p := range st.paths {
-		if _, listed := verdicts[k.family]; k.service == service && !listed {
+		if _, listed := verdicts[k.Family]; k.Service == service && !listed {
 			why := "endpoint removed from the EndpointSlices"
 			if svc == nil {
 				why = "Service deleted"
 			}
-			o.transition(k, p, pathVerdict{withdrawn: true, why: why}, now)
+			o.transition(k, p, judge.PathVerdict{Withdrawn: true, Why: why}, now)
 		}
 	}
 	for fam, v := range verdicts {
-		k := pathKey{service: service, family: fam}
+		k := judge.PathKey{Service: service, Family: fam}
 		p := st.paths[k]
 		if p == nil {
-			p = &path{}
+			p = &judge.Path{}
 			st.paths[k] = p
 		}
 		o.transition(k, p, v, now)
@@ -143,22 +127,22 @@ func (o *Observer) reevaluate(service string, now time.Time) {
 
 // transition records a path's new verdict. A path that turns withdrawn
 // takes now as its since; one that turns pending drops it.
-func (o *Observer) transition(k pathKey, p *path, v pathVerdict, now time.Time) {
+func (o *Observer) transition(k judge.PathKey, p *judge.Path, v judge.PathVerdict, now time.Time) {
 	switch {
-	case v.withdrawn && p.since.IsZero():
-		p.since = now
-		o.log.Info("routing path withdrawn in the API", "path", k.String(), "why", v.why)
-	case !v.withdrawn && !p.since.IsZero():
-		p.since = time.Time{}
-		o.log.Info("routing path routed to this pod again", "path", k.String(), "why", v.why)
+	case v.Withdrawn && p.Since.IsZero():
+		p.Since = now
+		o.log.Info("routing path withdrawn in the API", "path", k.String(), "why", v.Why)
+	case !v.Withdrawn && !p.Since.IsZero():
+		p.Since = time.Time{}
+		o.log.Info("routing path routed to this pod again", "path", k.String(), "why", v.Why)
 	}
-	p.pathVerdict = v
+	p.PathVerdict = v
 }
 
 // lists says whether one of the slice's endpoints is this pod's.
 func (o *Observer) lists(s *discovery.EndpointSlice) bool {
 	for _, ep := range s.Endpoints {
-		if o.match.kind(ep) == thisPod {
+		if o.match.Kind(ep) == judge.ThisPod {
 			return true
 		}
 	}
@@ -191,7 +175,7 @@ func (o *Observer) podEvent(pod *corev1.Pod) {
 	if a, err := netip.ParseAddr(pod.Status.HostIP); err == nil {
 		o.watch.hostIP = a.Unmap()
 	}
-	paths := podPaths(pod)
+	paths := judge.PodPaths(pod)
 	if !o.watch.podSeen || !slices.Equal(paths, o.watch.podPaths) {
 		for _, p := range paths {
 			o.log.Warn("routing path not observed", "path", p)

@@ -1,9 +1,8 @@
-package routing
+package judge
 
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +25,7 @@ import (
 //
 // Load balancers that target pod IPs keep sending new connections after
 // deregistration: field reports say 30 s to ~2 min for AWS NLB, ~24 s for
-// GCP L4 health checks to steer away. Config.LoadBalancerDelay holds the
+// GCP L4 health checks to steer away. Settings.LoadBalancerDelay holds the
 // verdict that long after the withdrawal.
 
 // Readiness gate condition types set by load balancer controllers.
@@ -37,18 +36,18 @@ const (
 
 // Service annotations under which a load balancer targets pod IPs.
 const (
-	annotationNLBTarget = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type" // "ip"
-	annotationALBTarget = "alb.ingress.kubernetes.io/target-type"                        // "ip"
-	annotationGKENEG    = "cloud.google.com/neg"                                         // {"ingress":true} or {"exposed_ports":…}
+	AnnotationNLBTarget = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type" // "ip"
+	AnnotationALBTarget = "alb.ingress.kubernetes.io/target-type"                        // "ip"
+	AnnotationGKENEG    = "cloud.google.com/neg"                                         // {"ingress":true} or {"exposed_ports":…}
 )
 
-// keptAnnotations are the annotations the Service trim keeps: the load
+// KeptAnnotations are the annotations the Service trim keeps: the load
 // balancers that target pod IPs, and the health-check windows.
-var keptAnnotations = []string{annotationNLBTarget, annotationALBTarget, annotationGKENEG,
-	annotationAWSInterval, annotationAWSThreshold, annotationAzureInterval, annotationAzureThreshold}
+var KeptAnnotations = []string{AnnotationNLBTarget, AnnotationALBTarget, AnnotationGKENEG,
+	AnnotationAWSInterval, AnnotationAWSThreshold, AnnotationAzureInterval, AnnotationAzureThreshold}
 
-// podPaths names the pod's own paths that kube-proxy does not carry.
-func podPaths(pod *corev1.Pod) []string {
+// PodPaths names the pod's own paths that kube-proxy does not carry.
+func PodPaths(pod *corev1.Pod) []string {
 	var out []string
 	if pod.Spec.HostNetwork {
 		out = append(out, "hostNetwork: the node's address reaches the pod without kube-proxy")
@@ -86,13 +85,13 @@ func lbTargets(svc *corev1.Service) string {
 		return ""
 	}
 	a := svc.Annotations
-	for _, k := range []string{annotationNLBTarget, annotationALBTarget} {
+	for _, k := range []string{AnnotationNLBTarget, AnnotationALBTarget} {
 		if strings.EqualFold(strings.TrimSpace(a[k]), "ip") {
 			return fmt.Sprintf("annotation %s: ip: a load balancer targets pod IPs", k)
 		}
 	}
-	if v, ok := a[annotationGKENEG]; ok && negTargets(v) {
-		return fmt.Sprintf("annotation %s: %s: a load balancer targets pod IPs (NEG)", annotationGKENEG, v)
+	if v, ok := a[AnnotationGKENEG]; ok && negTargets(v) {
+		return fmt.Sprintf("annotation %s: %s: a load balancer targets pod IPs (NEG)", AnnotationGKENEG, v)
 	}
 	return ""
 }
@@ -111,49 +110,22 @@ func negTargets(v string) bool {
 	return neg.Ingress || len(neg.ExposedPorts) > 0
 }
 
-// unproxiedWhy names a slice's path that kube-proxy does not program.
-func unproxiedWhy(s *discovery.EndpointSlice) string {
-	if p, ok := s.Labels[labelProxyName]; ok {
+// UnproxiedWhy names a slice's path that kube-proxy does not program.
+func UnproxiedWhy(s *discovery.EndpointSlice) string {
+	if p, ok := s.Labels[LabelProxyName]; ok {
 		return fmt.Sprintf("Service proxied by %q, not kube-proxy", p)
 	}
 	return "headless Service: DNS clients hold the pod's IP"
 }
 
-// unobservedServiceWhy names the path of a Service kube-proxy does not
+// UnobservedServiceWhy names the path of a Service kube-proxy does not
 // program.
-func unobservedServiceWhy(svc *corev1.Service) string {
-	if p, ok := svc.Labels[labelProxyName]; ok {
+func UnobservedServiceWhy(svc *corev1.Service) string {
+	if p, ok := svc.Labels[LabelProxyName]; ok {
 		return fmt.Sprintf("Service proxied by %q, not kube-proxy", p)
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return "ExternalName Service"
 	}
 	return "headless Service: DNS clients hold the pod's IP"
-}
-
-// unobserved lists every path not observed, sorted: the pod's own, the
-// load balancers of the Services that list it, and the Services kube-proxy
-// does not program that listed it. Called with Observer.mu held.
-func (o *Observer) unobserved() []string {
-	st := &o.watch
-	var out []string
-	if !o.cfg.PodChecked {
-		out = slices.Clone(st.podPaths)
-	}
-	pod := len(out)
-	seen := map[string]bool{}
-	for k := range st.paths {
-		if seen[k.service] {
-			continue
-		}
-		seen[k.service] = true
-		if why := lbTargets(st.services[k.service]); why != "" && !o.cfg.PodChecked {
-			out = append(out, o.cfg.Identity.Namespace+"/"+k.service+": "+why)
-		}
-	}
-	for svc, why := range st.unproxied {
-		out = append(out, o.cfg.Identity.Namespace+"/"+svc+": "+why)
-	}
-	slices.Sort(out[pod:])
-	return out
 }

@@ -1,4 +1,4 @@
-package routing
+package judge
 
 import (
 	"fmt"
@@ -7,14 +7,15 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 )
 
-// nodeVerdict is one node's answer to "does your kube-proxy route new
+// NodeVerdict is one node's answer to "does your kube-proxy route new
 // connections to this pod?", worst last.
-type nodeVerdict int
+type NodeVerdict int
 
+// The node verdicts.
 const (
-	nodeConfirmed  nodeVerdict = iota // its last sync provably holds the withdrawal
-	nodeUnverified                    // cannot be observed
-	nodePending                       // may still route here
+	NodeConfirmed  NodeVerdict = iota // its last sync provably holds the withdrawal
+	NodeUnverified                    // cannot be observed
+	NodePending                       // may still route here
 )
 
 // syncFacts is what is known of one kube-proxy sync of one family, the one
@@ -43,7 +44,7 @@ type syncFacts struct {
 	recent  []time.Duration
 	healthy bool
 	// startStamp: first seen after a failed poll, this lastUpdated may be
-	// a restarted kube-proxy's start rather than a sync (nodeState.failed).
+	// a restarted kube-proxy's start rather than a sync (Node.failed).
 	startStamp bool
 	// stepped: two polls of this sync disagreed beyond stepTolerance; the
 	// node's clock was stepped and its ages are not trusted.
@@ -67,12 +68,15 @@ type stall struct{ from, to time.Time }
 // maxStalls bounds the stalls kept per node; the oldest are merged.
 const maxStalls = 16
 
-// nodeState is what the observer knows of one node's kube-proxy.
-type nodeState struct {
-	name, addr string
-	syncs      map[discovery.AddressType]*syncFacts
-	answered   bool       // healthz answered at least once
-	problem    *pollError // the last poll's failure; nil after an answer
+// Node is what is known of one node's kube-proxy, from the answers of its
+// healthz (Record) and the polls that failed (Failed).
+type Node struct {
+	Name string
+	Addr string // host:port of its healthz; empty when it has none
+
+	syncs    map[discovery.AddressType]*syncFacts
+	answered bool       // healthz answered at least once
+	problem  *PollError // the last poll's failure; nil after an answer
 	// failed says a poll failed since the last answer: kube-proxy may have
 	// restarted in between, unless the next answer comes over a connection
 	// that answered before (record's sameProcess). At start its sync loop stamps lastUpdated
@@ -91,8 +95,44 @@ type nodeState struct {
 	stalls []stall
 }
 
+// NewNode is a node not asked yet. Without an address it is unverified:
+// nothing can be asked.
+func NewNode(name, addr string) *Node {
+	n := &Node{Name: name, Addr: addr, syncs: map[discovery.AddressType]*syncFacts{}}
+	if addr == "" {
+		n.problem = &PollError{Msg: "node has no InternalIP to reach kube-proxy at"}
+	}
+	return n
+}
+
+// Failed records a poll sent at sent that failed with e, seen at now. It
+// says whether the failure differs from the one before (for the log).
+func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
+	changed = n.problem == nil || n.problem.Msg != e.Msg
+	n.problem, n.failed = e, true
+	if e.Pending { // accepted, never answered: kube-proxy is not running
+		n.stalled(sent, now)
+	}
+	return changed
+}
+
+// Reconnected records that the next answer comes on a new connection
+// because the node closed the one that answered before: kube-proxy's
+// server does not close idle connections, so the process that answered on
+// it may be gone, and a new lastUpdated a restarted instance's start stamp.
+func (n *Node) Reconnected() { n.failed = true }
+
+// Silent is how long kube-proxy provably ran after its last sync of fam
+// without running another (see syncFacts.silent); 0 when unknown.
+func (n *Node) Silent(fam discovery.AddressType) time.Duration {
+	if f := n.syncs[fam]; f != nil {
+		return f.silent
+	}
+	return 0
+}
+
 // stalled records a stall from the sending of a request to now.
-func (n *nodeState) stalled(from, to time.Time) {
+func (n *Node) stalled(from, to time.Time) {
 	n.stalls = append(n.stalls, stall{from: from, to: to})
 	if len(n.stalls) > maxStalls {
 		// Merging the two oldest widens the interval: never less cautious.
@@ -103,7 +143,7 @@ func (n *nodeState) stalled(from, to time.Time) {
 
 // reference is the receipt time against which a sync is judged: r, or the
 // end of the latest stall that began before the sync can have completed.
-func (n *nodeState) reference(f *syncFacts, r time.Time) time.Time {
+func (n *Node) reference(f *syncFacts, r time.Time) time.Time {
 	for _, s := range n.stalls {
 		if f.latest.After(s.from) && s.to.After(r) {
 			r = s.to
@@ -118,29 +158,29 @@ func (n *nodeState) reference(f *syncFacts, r time.Time) time.Time {
 // threshold (128 ms). A smaller disagreement widens the bounds instead.
 const stepTolerance = 50 * time.Millisecond
 
-// record keeps a healthz answer obtained between sent and received; settle
+// Record keeps a healthz answer obtained between sent and received; settle
 // is the rule's D (see syncFacts.silent). sameProcess: it came over a
 // connection that had carried an answer before the poll failed, so no
 // restart came in between and a new lastUpdated is a sync.
-func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Duration, sameProcess bool) {
+func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration, sameProcess bool) {
 	failed := n.failed && !sameProcess
 	n.answered, n.problem, n.failed = true, nil, false
 	if received.Sub(sent) > quickAnswer {
 		n.stalled(sent, received)
 	}
 	for fam := range n.syncs {
-		if _, ok := h.families[fam]; !ok {
+		if _, ok := h.Families[fam]; !ok {
 			delete(n.syncs, fam)
 		}
 	}
-	for fam, fh := range h.families {
-		age := h.currentTime.Sub(fh.lastUpdated)
+	for fam, fh := range h.Families {
+		age := h.CurrentTime.Sub(fh.LastUpdated)
 		lo, hi := sent.Add(-age), received.Add(-age)
 		f := n.syncs[fam]
-		if f == nil || !f.lastUpdated.Equal(fh.lastUpdated) {
+		if f == nil || !f.lastUpdated.Equal(fh.LastUpdated) {
 			// A new sync, or after a failed poll possibly a new
 			// kube-proxy's start stamp.
-			f = &syncFacts{lastUpdated: fh.lastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.healthy, startStamp: failed}
+			f = &syncFacts{lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy, startStamp: failed}
 			n.syncs[fam] = f
 			f.noteQuick(age, received.Sub(sent), settle)
 			continue
@@ -164,7 +204,7 @@ func (n *nodeState) record(h healthz, sent, received time.Time, settle time.Dura
 			f.earliest, f.latest = maxTime(f.earliest, lo), minTime(f.latest, hi)
 		}
 		f.age = max(f.age, age)
-		f.healthy = fh.healthy
+		f.healthy = fh.Healthy
 	}
 }
 
@@ -202,79 +242,109 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// rule is the confirmation rule's three durations (see the package comment).
-type rule struct {
-	minSync   time.Duration // kube-proxy's minSyncPeriod, assumed
-	allowance time.Duration // D: kube-proxy's lag behind us + one sync
-	lag       time.Duration // how much earlier than us kube-proxy may get a change
+// Rule is the confirmation rule's three durations, explained with the
+// measurements behind their defaults in the package comment.
+type Rule struct {
+	MinSync   time.Duration // kube-proxy's minSyncPeriod, assumed
+	Allowance time.Duration // D: kube-proxy's lag behind us + one sync
+	Lag       time.Duration // how much earlier than us kube-proxy may get a change
 }
 
 // judge says whether a sync provably holds a change we received at r.
-func (ru rule) judge(f *syncFacts, r time.Time) (nodeVerdict, string) {
+func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
-		return nodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
+		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
 	case f.startStamp:
 		// kube-proxy stamps lastUpdated when its sync loop starts, before
 		// its first sync; the rules of the instance before it still pick
 		// the pod. Only a later lastUpdated is a sync.
-		return nodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
+		return NodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
 	case f.stepped:
-		return nodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
-	case !f.earliest.Before(r.Add(ru.allowance)):
+		return NodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
+	case !f.earliest.Before(r.Add(ru.Allowance)):
 		// Completed at least D after our receipt: it started after kube-proxy
 		// had the change, so it holds it.
-		return nodeConfirmed, ""
-	case f.earliest.Before(r.Add(-ru.lag)):
+		return NodeConfirmed, ""
+	case f.earliest.Before(r.Add(-ru.Lag)):
 		// Completed before kube-proxy can have had the change: the sync
 		// that holds it has not happened. A partitioned kube-proxy stays
 		// here, healthy, for as long as the partition lasts.
-		return nodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
-	case f.silent >= ru.minSync+ru.allowance:
+		return NodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
+	case f.silent >= ru.MinSync+ru.Allowance:
 		// Ambiguous, but had it missed the change, kube-proxy would have
 		// run the next sync within minSyncPeriod of its end and finished it
 		// within D; it provably ran that long (two quick answers, see
 		// silence) and none came.
-		return nodeConfirmed, ""
+		return NodeConfirmed, ""
 	}
-	return nodePending, fmt.Sprintf("last sync may predate the change; waiting for kube-proxy to run %v past it without a newer one (%v so far)",
-		ru.minSync+ru.allowance, f.silent.Round(time.Millisecond))
+	return NodePending, fmt.Sprintf("last sync may predate the change; waiting for kube-proxy to run %v past it without a newer one (%v so far)",
+		ru.MinSync+ru.Allowance, f.silent.Round(time.Millisecond))
 }
 
-// judgeNode is a node's verdict for the changes each family must hold
+// Node is a node's verdict for the changes each family must hold
 // (targets: family → receipt of its change). A failed poll does not erase
 // what earlier answers showed: the worse of the two stands.
-func (ru rule) judgeNode(n *nodeState, targets map[discovery.AddressType]time.Time) (nodeVerdict, string) {
+func (ru Rule) Node(n *Node, targets map[discovery.AddressType]time.Time) (NodeVerdict, string) {
 	if !n.answered && n.problem != nil {
-		return n.problem.verdict(), n.problem.msg
+		return n.problem.verdict(), n.problem.Msg
 	}
-	worst, why := nodeConfirmed, ""
+	worst, why := NodeConfirmed, ""
 	for fam, r := range targets {
-		v, w := nodePending, "healthz not read yet"
+		v, w := NodePending, "healthz not read yet"
 		if f := n.syncs[fam]; f != nil {
 			v, w = ru.judge(f, n.reference(f, r))
 			w = string(fam) + ": " + w
 		} else if n.answered {
-			v, w = nodeUnverified, fmt.Sprintf("healthz has no %s status", fam)
+			v, w = NodeUnverified, fmt.Sprintf("healthz has no %s status", fam)
 		}
 		if v > worst {
 			worst, why = v, w
 		}
 	}
-	if worst != nodeConfirmed && n.problem != nil {
+	if worst != NodeConfirmed && n.problem != nil {
 		if n.problem.verdict() >= worst {
-			return n.problem.verdict(), n.problem.msg
+			return n.problem.verdict(), n.problem.Msg
 		}
 		// An earlier answer decides, but the operator should see that the
 		// node stopped answering (a kube-proxy gone, not merely slow).
-		why += "; last poll failed: " + n.problem.msg
+		why += "; last poll failed: " + n.problem.Msg
 	}
 	return worst, why
 }
 
-func (e *pollError) verdict() nodeVerdict {
-	if e.pending {
-		return nodePending
+// Healthz is what the confirmation reads of kube-proxy's /healthz answer:
+//
+//	{"lastUpdated":…,"currentTime":…,"nodeEligible":true,"healthy":true,
+//	 "status":{"IPv4":{"lastUpdated":…,"healthy":true}}}
+//
+// The top-level lastUpdated is ignored: kube-proxy sets it to the current
+// time whenever it is healthy. Per family, lastUpdated is the completion of
+// the last successful rule sync (kube-proxy ≥ 1.33), in the node's clock.
+type Healthz struct {
+	CurrentTime time.Time // node clock
+	Families    map[discovery.AddressType]FamilyHealth
+}
+
+// FamilyHealth is one family's status in a healthz answer.
+type FamilyHealth struct {
+	LastUpdated time.Time // node clock
+	Healthy     bool      // false: a change has waited longer than kube-proxy's healthz timeout
+}
+
+// PollError is why a node's healthz could not be read, and whether that
+// leaves the node pending (it accepted and did not answer: kube-proxy may be
+// frozen with stale rules) or unverified (nothing there speaks healthz).
+type PollError struct {
+	Pending bool
+	Msg     string
+}
+
+func (e *PollError) Error() string { return e.Msg }
+
+func (e *PollError) verdict() NodeVerdict {
+	if e.Pending {
+		return NodePending
 	}
-	return nodeUnverified
+	return NodeUnverified
 }

@@ -1,4 +1,4 @@
-package routing
+package judge
 
 import (
 	"fmt"
@@ -12,47 +12,49 @@ import (
 
 // Labels kube-proxy reads on EndpointSlices and Services.
 const (
-	labelServiceName = discovery.LabelServiceName                 // kubernetes.io/service-name
-	labelProxyName   = "service.kubernetes.io/service-proxy-name" // another proxy programs it
-	labelHeadless    = corev1.IsHeadlessService                   // service.kubernetes.io/headless
+	LabelServiceName = discovery.LabelServiceName                 // kubernetes.io/service-name
+	LabelProxyName   = "service.kubernetes.io/service-proxy-name" // another proxy programs it
+	LabelHeadless    = corev1.IsHeadlessService                   // service.kubernetes.io/headless
 )
 
-// pathVerdict is the API verdict on one path: one Service, one address
+// PathVerdict is the API verdict on one path: one Service, one address
 // family.
-type pathVerdict struct {
-	withdrawn bool
-	why       string // what the verdict rests on, for the detail
-	// balancer, on a withdrawn verdict, is the external path that still
+type PathVerdict struct {
+	Withdrawn bool
+	Why       string // what the verdict rests on, for the detail
+	// Balancer, on a withdrawn verdict, is the external path that still
 	// sends here until a load balancer marks the node down (balancer.go).
-	balancer *balancerPath
+	Balancer *BalancerPath
 }
 
-// matcher recognises this pod's endpoints.
+// Matcher recognises this pod's endpoints: PodName and Addrs (the pod's
+// IPs) are the pod's identity.
 //
 // An endpoint is this pod's when one of its addresses is a pod IP and its
 // targetRef, when set, names this pod. The address decides because it is what
 // kube-proxy programs: a slice written by hand or mirrored from Endpoints may
 // have no targetRef and still route here. The targetRef check keeps out
 // another pod at the same address (hostNetwork pods share the node's IP).
-type matcher struct {
-	podName string
-	addrs   []netip.Addr
+type Matcher struct {
+	PodName string
+	Addrs   []netip.Addr
 }
 
-// endpointKind is how an endpoint relates to this pod.
-type endpointKind int
+// EndpointKind is how an endpoint relates to this pod.
+type EndpointKind int
 
 const (
-	otherPod    endpointKind = iota // routes elsewhere
-	thisPod                         // routes here
-	sameAddress                     // another pod at this pod's address: neither
+	OtherPod    EndpointKind = iota // routes elsewhere
+	ThisPod                         // routes here
+	SameAddress                     // another pod at this pod's address: neither
 )
 
-func (m matcher) kind(ep discovery.Endpoint) endpointKind {
+// Kind says how ep relates to this pod.
+func (m Matcher) Kind(ep discovery.Endpoint) EndpointKind {
 	hit := false
 	for _, s := range ep.Addresses {
 		if a, err := netip.ParseAddr(s); err == nil {
-			for _, mine := range m.addrs {
+			for _, mine := range m.Addrs {
 				if a.Unmap() == mine {
 					hit = true
 				}
@@ -61,16 +63,16 @@ func (m matcher) kind(ep discovery.Endpoint) endpointKind {
 	}
 	switch {
 	case !hit:
-		return otherPod
-	case ep.TargetRef == nil, ep.TargetRef.Kind == "Pod" && ep.TargetRef.Name == m.podName:
-		return thisPod
+		return OtherPod
+	case ep.TargetRef == nil, ep.TargetRef.Kind == "Pod" && ep.TargetRef.Name == m.PodName:
+		return ThisPod
 	}
-	return sameAddress
+	return SameAddress
 }
 
 // kube-proxy's reading of endpoint conditions (pkg/proxy/endpointslicecache.go):
 // nil ready and nil serving mean true, nil terminating means false.
-func isReady(ep discovery.Endpoint) bool {
+func IsReady(ep discovery.Endpoint) bool {
 	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
 }
 
@@ -82,21 +84,21 @@ func isFallback(ep discovery.Endpoint) bool {
 	return serving && terminating
 }
 
-// proxied says whether kube-proxy programs the Service at all.
-func proxied(svc *corev1.Service) bool {
+// Proxied says whether kube-proxy programs the Service at all.
+func Proxied(svc *corev1.Service) bool {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return false
 	}
-	_, other := svc.Labels[labelProxyName]
-	_, headless := svc.Labels[labelHeadless]
+	_, other := svc.Labels[LabelProxyName]
+	_, headless := svc.Labels[LabelHeadless]
 	return !other && !headless
 }
 
-// proxiedSlice says whether kube-proxy programs the slice's endpoints.
-func proxiedSlice(s *discovery.EndpointSlice) bool {
-	_, other := s.Labels[labelProxyName]
-	_, headless := s.Labels[labelHeadless]
-	return !other && !headless && s.Labels[labelServiceName] != "" &&
+// ProxiedSlice says whether kube-proxy programs the slice's endpoints.
+func ProxiedSlice(s *discovery.EndpointSlice) bool {
+	_, other := s.Labels[LabelProxyName]
+	_, headless := s.Labels[LabelHeadless]
+	return !other && !headless && s.Labels[LabelServiceName] != "" &&
 		(s.AddressType == discovery.AddressTypeIPv4 || s.AddressType == discovery.AddressTypeIPv6)
 }
 
@@ -158,16 +160,16 @@ func slicePorts(s *discovery.EndpointSlice) []portKey {
 	return out
 }
 
-// judgeService gives the verdict of every family in which the Service's
+// Service gives the verdict of every family in which the Service's
 // slices list this pod. svc nil means the Service is not (yet) seen; the
 // caller skips Services kube-proxy does not program. slices are the
-// Service's proxied slices.
+// Service's Proxied slices.
 //
 // kube-proxy picks endpoints per Service port: a ready peer whose slice
 // lacks the port (a named targetPort the peer does not have) is no other
 // endpoint for it. A family is withdrawn when every port the pod is listed
 // for is.
-func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matcher, node string) map[discovery.AddressType]pathVerdict {
+func Service(svc *corev1.Service, slices []*discovery.EndpointSlice, m Matcher, node string) map[discovery.AddressType]PathVerdict {
 	type group struct {
 		fam         discovery.AddressType
 		port        portKey
@@ -182,8 +184,8 @@ func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matc
 		}
 		ports := slicePorts(s)
 		for _, ep := range s.Endpoints {
-			kind := m.kind(ep)
-			if kind == sameAddress {
+			kind := m.Kind(ep)
+			if kind == SameAddress {
 				continue
 			}
 			for _, pk := range ports {
@@ -192,7 +194,7 @@ func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matc
 					g = &group{fam: s.AddressType, port: pk}
 					byPort[pk] = g
 				}
-				if kind == thisPod {
+				if kind == ThisPod {
 					g.mine = append(g.mine, ep)
 				} else {
 					g.other = append(g.other, ep)
@@ -200,7 +202,7 @@ func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matc
 			}
 		}
 	}
-	out := map[discovery.AddressType]pathVerdict{}
+	out := map[discovery.AddressType]PathVerdict{}
 	for fam, byPort := range groups {
 		var listed []*group
 		for _, g := range byPort {
@@ -212,17 +214,17 @@ func judgeService(svc *corev1.Service, slices []*discovery.EndpointSlice, m matc
 			continue
 		}
 		if svc == nil {
-			out[fam] = pathVerdict{why: "Service not seen"}
+			out[fam] = PathVerdict{Why: "Service not seen"}
 			continue
 		}
 		// The first port still routed here decides, in a stable order.
 		sortGroups(listed, func(g *group) string { return g.port.String() })
-		var v pathVerdict
+		var v PathVerdict
 		for _, g := range listed {
 			v = judgeFamily(svc, fam, g.mine, g.other, node)
-			if !v.withdrawn {
+			if !v.Withdrawn {
 				if len(listed) > 1 || g.port.name != "" {
-					v.why = "port " + g.port.String() + ": " + v.why
+					v.Why = "port " + g.port.String() + ": " + v.Why
 				}
 				break
 			}
@@ -239,29 +241,29 @@ func sortGroups[G any](gs []G, key func(G) string) {
 
 // judgeFamily is the withdrawal rule for one Service and one family, given
 // the endpoints that are this pod's (mine, at least one) and the others.
-func judgeFamily(svc *corev1.Service, fam discovery.AddressType, mine, others []discovery.Endpoint, node string) pathVerdict {
+func judgeFamily(svc *corev1.Service, fam discovery.AddressType, mine, others []discovery.Endpoint, node string) PathVerdict {
 	ready, fallback := false, false
 	for _, ep := range mine {
-		ready = ready || isReady(ep)
+		ready = ready || IsReady(ep)
 		fallback = fallback || isFallback(ep)
 	}
 	switch {
 	case ready && svc.Spec.PublishNotReadyAddresses:
-		return pathVerdict{why: "publishNotReadyAddresses keeps the endpoint ready: kube-proxy routes to it until it is removed"}
+		return PathVerdict{Why: "publishNotReadyAddresses keeps the endpoint ready: kube-proxy routes to it until it is removed"}
 	case ready:
-		return pathVerdict{why: "endpoint ready"}
+		return PathVerdict{Why: "endpoint ready"}
 	case !fallback:
-		return pathVerdict{withdrawn: true, why: "endpoint not serving"}
+		return PathVerdict{Withdrawn: true, Why: "endpoint not serving"}
 	}
 	otherReady, otherReadyHere := false, false
 	for _, ep := range others {
-		if isReady(ep) {
+		if IsReady(ep) {
 			otherReady = true
 			otherReadyHere = otherReadyHere || (ep.NodeName != nil && *ep.NodeName == node)
 		}
 	}
 	if !otherReady {
-		return pathVerdict{why: fmt.Sprintf("serving-terminating with no other ready %s endpoint: kube-proxy falls back to it", fam)}
+		return PathVerdict{Why: fmt.Sprintf("serving-terminating with no other ready %s endpoint: kube-proxy falls back to it", fam)}
 	}
 	if local, policy := localPolicy(svc); local && !otherReadyHere {
 		b := externalCheck(svc)
@@ -270,13 +272,13 @@ func judgeFamily(svc *corev1.Service, fam discovery.AddressType, mine, others []
 			if !internalPolicyLocal(svc) {
 				why += " (no healthCheckNodePort tells a load balancer to stop sending)"
 			}
-			return pathVerdict{why: why}
+			return PathVerdict{Why: why}
 		}
 		// kube-proxy's rules send the Service's cluster traffic to the
 		// other endpoints; the node's external traffic still comes here,
 		// until the balancer that health-checks the node stops sending.
-		return pathVerdict{withdrawn: true, balancer: b, why: fmt.Sprintf(
+		return PathVerdict{Withdrawn: true, Balancer: b, Why: fmt.Sprintf(
 			"endpoint not ready, other endpoints ready; externalTrafficPolicy Local: node %s's external traffic falls back to it until the load balancer marks the node down", node)}
 	}
-	return pathVerdict{withdrawn: true, why: "endpoint not ready, other endpoints ready"}
+	return PathVerdict{Withdrawn: true, Why: "endpoint not ready, other endpoints ready"}
 }

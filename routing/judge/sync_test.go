@@ -1,0 +1,119 @@
+package judge
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// node is a kube-proxy seen from a clock that starts at t0: its syncs and
+// answers are given as offsets, and its clock is ours.
+type nodeScenario struct {
+	t    *testing.T
+	t0   time.Time
+	rule Rule
+	n    *Node
+	r    time.Time // receipt of the change it must hold
+}
+
+func newNodeScenario(t *testing.T) *nodeScenario {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	return &nodeScenario{t: t, t0: t0, n: NewNode("n1", "10.0.0.1:10256"),
+		rule: Rule{MinSync: time.Second, Allowance: 250 * time.Millisecond, Lag: 100 * time.Millisecond},
+		r:    t0.Add(time.Second)}
+}
+
+// answer: kube-proxy answered a request sent at `at` after rtt, its last
+// IPv4 sync completed at `sync`.
+func (s *nodeScenario) answer(at, rtt, sync time.Duration) {
+	sent := s.t0.Add(at)
+	received := sent.Add(rtt)
+	h := Healthz{CurrentTime: sent.Add(rtt / 2), Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(sync), Healthy: true}}}
+	s.n.Record(h, sent, received, s.rule.Allowance, false)
+}
+
+func (s *nodeScenario) expect(want NodeVerdict, why string) {
+	s.t.Helper()
+	v, w := s.rule.Node(s.n, map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r})
+	if v != want || !strings.Contains(w, why) {
+		s.t.Errorf("verdict %d (%q), want %d with %q", v, w, want, why)
+	}
+}
+
+const ms = time.Millisecond
+
+// A sync that completed D after the change's receipt holds it.
+func TestNodeSyncAfterTheChange(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1100*ms, 10*ms, 900*ms) // the last sync predates the change
+	s.expect(NodePending, "no sync since the change")
+	s.answer(1500*ms, 10*ms, 1300*ms) // completed 300 ms after: > D
+	s.expect(NodeConfirmed, "")
+}
+
+// A sync that completed just after receipt may be an in-flight one that
+// lacks the change: it confirms only once kube-proxy provably ran
+// minSyncPeriod + D past it without another.
+func TestNodeInFlightSyncNeedsSilence(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	s.expect(NodePending, "last sync may predate the change")
+	s.answer(1800*ms, 10*ms, 1050*ms)
+	s.expect(NodePending, "last sync may predate the change")
+	s.answer(2500*ms, 10*ms, 1050*ms)
+	s.expect(NodePending, "(755ms so far)")
+	s.answer(2800*ms, 10*ms, 1050*ms) // the answer of age 1.455 s followed by one 300 ms later
+	s.expect(NodeConfirmed, "")
+}
+
+// A slow answer proves nothing of kube-proxy running: a frozen one answers
+// its backlog when it resumes, before its sync loop runs.
+func TestNodeSlowAnswersAreNoSilence(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	s.answer(2500*ms, 900*ms, 1050*ms)
+	s.expect(NodePending, "last sync may predate the change")
+}
+
+// After a failed poll, a new lastUpdated may be a restarted kube-proxy's
+// start stamp, not a sync.
+func TestNodeRestartStamp(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1100*ms, 10*ms, 900*ms)
+	if !s.n.Failed(&PollError{Msg: "refused"}, s.t0.Add(1200*ms), s.t0.Add(1210*ms)) {
+		t.Error("a first failure is a change")
+	}
+	s.answer(2000*ms, 10*ms, 1900*ms)
+	s.expect(NodePending, "restarted kube-proxy's start")
+	s.answer(3000*ms, 10*ms, 2900*ms) // a later lastUpdated is a sync
+	s.expect(NodeConfirmed, "")
+}
+
+// A node that accepted and never answered is pending; one that refused is
+// unverified; one without an address cannot be asked.
+func TestNodePollFailures(t *testing.T) {
+	s := newNodeScenario(t)
+	s.n.Failed(&PollError{Pending: true, Msg: "accepted but did not answer"}, s.t0, s.t0.Add(time.Second))
+	s.expect(NodePending, "did not answer")
+	s = newNodeScenario(t)
+	s.n.Failed(&PollError{Msg: "unreachable"}, s.t0, s.t0)
+	s.expect(NodeUnverified, "unreachable")
+	s = newNodeScenario(t)
+	s.n = NewNode("n2", "")
+	s.expect(NodeUnverified, "no InternalIP")
+}
+
+// Two polls of one sync far apart: the node's clock was stepped.
+func TestNodeClockStep(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	sent := s.t0.Add(2000 * ms)
+	// The node's clock went back a second: the same sync looks recent.
+	h := Healthz{CurrentTime: sent.Add(5*ms - time.Second), Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(1050 * ms), Healthy: true}}}
+	s.n.Record(h, sent, sent.Add(10*ms), s.rule.Allowance, false)
+	s.expect(NodePending, "clock was stepped")
+}
