@@ -95,11 +95,12 @@ type Drain struct {
 	hardStopAt time.Time // zero until HardStop was returned
 	exitedAt   time.Time
 
-	reason  Reason
-	detail  string
-	routing Routing
-	q       quiet
-	a       audit
+	reason   Reason
+	detail   string
+	routing  Routing   // fed, with the pod's own check: what the drain decides on
+	podCheck *PodCheck // nil: none fed
+	q        quiet
+	a        audit
 }
 
 // New returns a Drain in phase Starting, with routing off until SetRouting.
@@ -197,11 +198,20 @@ func (d *Drain) Observe(o Observation) int {
 	return d.a.observe(o, d.phase == Draining)
 }
 
-// SetRouting feeds the routing condition; the latest one counts.
+// SetRouting feeds the routing condition; the latest one counts, combined
+// with the pod's own check once SetPodCheck fed one.
 func (d *Drain) SetRouting(r Routing, now time.Time) {
-	d.routing = r
-	d.a.routing(r, now)
+	d.routing = withPodCheck(r, d.podCheck)
+	d.a.routing(d.routing, now)
 }
+
+// SetPodCheck feeds the condition of the balancers that check the pod
+// itself, from the stop on; it counts from the next SetRouting.
+func (d *Drain) SetPodCheck(c PodCheck) { d.podCheck = &c }
+
+// Routing is the routing condition the drain decides on: the latest
+// SetRouting's, with the pod's own check.
+func (d *Drain) Routing() Routing { return d.routing }
 
 // Tick advances the clock and returns the action to take now, at most once
 // each: SoftStop when Draining ends (conditions met or bound reached),

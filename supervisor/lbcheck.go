@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/hapsuper/hapsuper/drain"
@@ -153,33 +152,19 @@ func (c *lbCheck) failedChecks() map[string]uint64 {
 	return out
 }
 
-// verdict says whether every checking address has had its threshold of
-// failed checks, and what the check stands at.
-func (c *lbCheck) verdict() (bool, string) {
-	where := "load balancers checking the pod at " + c.bind
-	if c.base == nil {
-		return false, where + ": the check not failed yet"
+// condition is where the check stands, for the drain, which combines it
+// with the routing verdict (drain.PodCheck).
+func (c *lbCheck) condition() drain.PodCheck {
+	p := drain.PodCheck{Bind: c.bind, Threshold: c.threshold, Failing: c.base != nil, Err: c.err}
+	if !p.Failing {
+		p.Err = ""
+		return p
 	}
 	failed := c.failedChecks()
-	if len(failed) == 0 {
-		d := where + ": no address checked it in the two minutes before the stop, nor since (is the balancer's health check on " + c.bind + "?)"
-		if c.err != "" {
-			d += "; " + c.err
-		}
-		return false, d
-	}
-	done := true
-	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(failed)) {
-		n := failed[k]
-		done = done && n >= uint64(c.threshold)
-		parts = append(parts, fmt.Sprintf("%s %d", addrOf(k), n))
+		p.Failed = append(p.Failed, drain.AddrChecks{Addr: addrOf(k), Failed: failed[k]})
 	}
-	d := fmt.Sprintf("%s: failed checks since the stop, per address (threshold %d): %s", where, c.threshold, strings.Join(parts, ", "))
-	if c.err != "" {
-		d += "; " + c.err
-	}
-	return done, d
+	return p
 }
 
 // addrOf writes an IPv4-mapped key as IPv4.
@@ -188,21 +173,4 @@ func addrOf(key string) string {
 		return a.Unmap().String()
 	}
 	return key
-}
-
-// gate holds a routing verdict that would let the drain end until the
-// balancers checking the pod have marked it down; then a withdrawn verdict
-// says Balancer. It also returns the check's verdict.
-func (c *lbCheck) gate(r drain.Routing) (drain.Routing, bool, string) {
-	done, d := c.verdict()
-	switch {
-	case !done && r.State == drain.RoutingPending:
-		r.Detail += "; " + d
-	case !done:
-		r = drain.Routing{State: drain.RoutingPending, PendingNodes: r.PendingNodes, Detail: r.Detail + "; " + d}
-	default:
-		r.Detail += "; marked down: " + d
-		r.Balancer = r.State == drain.RoutingWithdrawn
-	}
-	return r, done, d
 }

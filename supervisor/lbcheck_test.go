@@ -7,13 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/runtimeapi"
 )
 
 // te is a table entry: address, requests, rate.
 func te(key string, n, rate uint64) runtimeapi.TableEntry {
 	return runtimeapi.TableEntry{Key: key, Requests: n, Rate: rate}
+}
+
+// verdict is whether the check says the pod is marked down, and its text.
+func verdict(c *lbCheck) (bool, string) {
+	p := c.condition()
+	return p.MarkedDown(), p.String()
 }
 
 func tables(byWorker map[int][]runtimeapi.TableEntry) *lbTables { return &lbTables{byWorker: byWorker} }
@@ -24,29 +29,29 @@ func tables(byWorker map[int][]runtimeapi.TableEntry) *lbTables { return &lbTabl
 // checker; one that starts later is.
 func TestLBCheckVerdict(t *testing.T) {
 	c := &lbCheck{bind: ":8404", threshold: 2}
-	if done, d := c.verdict(); done || !strings.Contains(d, "not failed yet") {
+	if done, d := verdict(c); done || !strings.Contains(d, "not failed yet") {
 		t.Fatalf("before any reading: %v %q", done, d)
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 40, 6), te("::ffff:10.0.0.6", 38, 6), te("::ffff:10.9.9.9", 3, 0)}}))
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6), te("::ffff:10.0.0.6", 39, 6), te("::ffff:10.9.9.9", 3, 0)}}))
-	done, d := c.verdict()
+	done, d := verdict(c)
 	if done || !strings.Contains(d, "10.0.0.5 2, 10.0.0.6 1") || strings.Contains(d, "10.9.9.9") {
 		t.Fatalf("one address short: %v %q", done, d)
 	}
 	// A reload's new worker answered 200 until its check was failed: a
 	// balancer may have started counting again, so every address does.
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6), te("::ffff:10.0.0.6", 39, 6)}, 200: {te("::ffff:10.0.0.6", 0, 0)}}))
-	if done, d = c.verdict(); done || !strings.Contains(d, "10.0.0.5 0, 10.0.0.6 0") {
+	if done, d = verdict(c); done || !strings.Contains(d, "10.0.0.5 0, 10.0.0.6 0") {
 		t.Fatalf("after a new worker every address counts afresh: %v %q", done, d)
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 44, 6), te("::ffff:10.0.0.6", 40, 6)},
 		200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 1, 1)}}))
-	done, d = c.verdict()
+	done, d = verdict(c)
 	if done || !strings.Contains(d, "10.0.0.5 2, 10.0.0.6 2, 10.0.0.7 1") {
 		t.Fatalf("an address that began checking since must reach the threshold too: %v %q", done, d)
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{200: {te("::ffff:10.0.0.6", 1, 1), te("::ffff:10.0.0.7", 2, 2)}}))
-	if done, d = c.verdict(); !done || !strings.Contains(d, "threshold 2") {
+	if done, d = verdict(c); !done || !strings.Contains(d, "threshold 2") {
 		t.Fatalf("every address at its threshold: %v %q", done, d)
 	}
 }
@@ -57,29 +62,9 @@ func TestLBCheckNoChecker(t *testing.T) {
 	c := &lbCheck{bind: ":8404", threshold: 2}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.9.9.9", 3, 0)}}))
 	c.observe(&lbTables{err: errors.New("show table on worker 100: no such table")})
-	done, d := c.verdict()
+	done, d := verdict(c)
 	if done || !strings.Contains(d, "is the balancer's health check on :8404?") || !strings.Contains(d, "no such table") {
 		t.Fatalf("%v %q", done, d)
-	}
-}
-
-// The gate holds any verdict until the balancers marked the pod down; then
-// a withdrawn one says Balancer, and others keep their state.
-func TestLBCheckGate(t *testing.T) {
-	c := &lbCheck{bind: ":8404", threshold: 1}
-	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 5, 1)}}))
-	for _, st := range []drain.RoutingState{drain.RoutingWithdrawn, drain.RoutingOff, drain.RoutingUnverified, drain.RoutingPending} {
-		if got, done, _ := c.gate(drain.Routing{State: st, Detail: "d"}); done || got.State != drain.RoutingPending || !strings.Contains(got.Detail, "d; load balancers checking the pod at :8404") {
-			t.Errorf("%s while checks still pass: %+v, want pending", st, got)
-		}
-	}
-	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("10.0.0.5", 6, 1)}}))
-	if got, done, _ := c.gate(drain.Routing{State: drain.RoutingWithdrawn, Detail: "confirmed"}); !done || got.State != drain.RoutingWithdrawn || !got.Balancer ||
-		!strings.Contains(got.Detail, "confirmed; marked down: load balancers checking the pod at :8404: failed checks since the stop, per address (threshold 1): 10.0.0.5 1") {
-		t.Errorf("withdrawn once marked down: %+v", got)
-	}
-	if got, _, _ := c.gate(drain.Routing{State: drain.RoutingOff, Detail: "off"}); got.State != drain.RoutingOff || got.Balancer {
-		t.Errorf("off once marked down: %+v, want off", got)
 	}
 }
 
@@ -134,12 +119,12 @@ func TestLBCheckIdleAddressChecksAgain(t *testing.T) {
 	c := &lbCheck{bind: ":8404", threshold: 3}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 40, 6), te("::ffff:10.0.0.8", 7, 0)}}))
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 43, 6), te("::ffff:10.0.0.8", 8, 1)}}))
-	done, d := c.verdict()
+	done, d := verdict(c)
 	if done || !strings.Contains(d, "10.0.0.5 3, 10.0.0.8 1") {
 		t.Fatalf("an idle address that checks again must reach the threshold: %v %q", done, d)
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 44, 6), te("::ffff:10.0.0.8", 10, 1)}}))
-	if done, d = c.verdict(); !done || !strings.Contains(d, "10.0.0.5 4, 10.0.0.8 3") {
+	if done, d = verdict(c); !done || !strings.Contains(d, "10.0.0.5 4, 10.0.0.8 3") {
 		t.Fatalf("both at their threshold: %v %q", done, d)
 	}
 
@@ -148,11 +133,11 @@ func TestLBCheckIdleAddressChecksAgain(t *testing.T) {
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 40, 6)}}))
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 41, 6)}, 200: {te("::ffff:10.0.0.9", 2, 0)}}))
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 42, 6)}, 200: {te("::ffff:10.0.0.9", 2, 0)}}))
-	if done, d := c.verdict(); !done || strings.Contains(d, "10.0.0.9") {
+	if done, d := verdict(c); !done || strings.Contains(d, "10.0.0.9") {
 		t.Fatalf("an idle address that stays idle is no checker: %v %q", done, d)
 	}
 	c.observe(tables(map[int][]runtimeapi.TableEntry{100: {te("::ffff:10.0.0.5", 43, 6)}, 200: {te("::ffff:10.0.0.9", 3, 1)}}))
-	if done, d := c.verdict(); !done || !strings.Contains(d, "10.0.0.9 1") {
+	if done, d := verdict(c); !done || !strings.Contains(d, "10.0.0.9 1") {
 		t.Fatalf("the new worker's idle address checking again counts: %v %q", done, d)
 	}
 }

@@ -247,7 +247,8 @@ func (l *loop) step() {
 	}
 }
 
-// feedRouting hands the routing verdict to the drain, and the pod's own
+// feedRouting hands the routing verdict and, from the stop on, the pod's
+// own health check to the drain, which combines them, and the pod's own
 // grace period once the routing watch has seen it.
 func (l *loop) feedRouting(now time.Time) {
 	if l.routing == nil && l.lbCheck == nil {
@@ -258,21 +259,21 @@ func (l *loop) feedRouting(now time.Time) {
 		r = l.routing.Routing(now)
 	}
 	if l.lbCheck != nil && l.lbIO.failing.Load() { // set at the stop request
-		var done bool
-		var d string
-		r, done, d = l.lbCheck.gate(r)
-		if done && !l.lbMarked {
+		c := l.lbCheck.condition()
+		l.drain.SetPodCheck(c)
+		if c.MarkedDown() && !l.lbMarked {
 			l.lbMarked = true
-			l.log.Info("load balancers checking the pod marked it down", "detail", d)
+			l.log.Info("load balancers checking the pod marked it down", "detail", c.String())
 		}
 	}
+	l.drain.SetRouting(r, now)
+	r = l.drain.Routing()
 	if r.State != l.lastRouting.State { // the detail carries ages: it changes on every poll
 		l.log.Info("routing", "state", string(r.State), "detail", r.Detail)
 	} else if r.Detail != l.lastRouting.Detail {
 		l.log.Debug("routing", "state", string(r.State), "detail", r.Detail)
 	}
 	l.lastRouting = r
-	l.drain.SetRouting(r, now)
 	if l.routing == nil {
 		return
 	}
