@@ -36,8 +36,9 @@ const (
 )
 
 // Config is the observer's settings. The three durations of the confirmation
-// rule (MinSyncPeriod, SyncAllowance, WatchLag) are explained in the package
-// comment with the measurements behind their defaults.
+// rule (MinSyncPeriod, SyncAllowance, WatchLag) are judge.Rule's, explained
+// in routing/judge's package comment; docs/routing.md gives the
+// measurements behind their defaults.
 type Config struct {
 	Mode     Mode
 	Identity Identity
