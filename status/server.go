@@ -285,10 +285,10 @@ func (s *Server) watch(conn *net.UnixConn, enc *json.Encoder, every time.Duratio
 	}
 }
 
-// discardUnreadInput ends the reply and reads what the peer still sends (bounded,
-// within the deadline): closing a unix socket with unread input resets the
-// connection, and the peer would lose the reply (or fail to send its request
-// and never read the reply).
+// discardUnreadInput ends the reply and reads what the peer still sends
+// (bounded, within the deadline): closing a unix socket with unread input
+// resets the connection, and the peer would lose the reply (or fail to send
+// its request and never read the reply).
 func discardUnreadInput(conn *net.UnixConn) {
 	conn.CloseWrite()
 	io.Copy(io.Discard, io.LimitReader(conn, maxDiscard))
