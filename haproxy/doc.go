@@ -10,7 +10,8 @@
 //
 // It must not rewrite, reformat or save the user's configuration (the parser
 // reads only: rewriting breaks `.if` blocks), write any file but the
-// override file, start HAProxy to serve (the supervisor does), run a child
-// once a reaper owns every wait, log, exit or print: it returns values and
-// errors that say what to change.
+// override file, start HAProxy to serve (the supervisor does, and runs a
+// reload's `haproxy -c` under its reaper: RunHAProxy waits for its child
+// itself), log, exit or print: it returns values and errors that say what
+// to change.
 package haproxy
