@@ -44,6 +44,18 @@ func TestREADMEFlagTable(t *testing.T) {
 	}
 }
 
+// A meaning that states a default "(default: …)" explains what an empty
+// default stands for (none, off, in-cluster credentials); a flag whose
+// default is a value says it in the default column alone, so the two
+// cannot disagree.
+func TestFlagMeaningStatesNoOtherDefault(t *testing.T) {
+	for _, f := range RunFlags() {
+		if strings.Contains(f.Meaning, "default:") && f.DefaultText() != "none" {
+			t.Errorf("--%s: its default is %q, and its meaning states another: %q", f.Name, f.DefaultText(), f.Meaning)
+		}
+	}
+}
+
 // markdownRow is f as a row of the README's | flag | default | meaning |
 // table: a default that is a value is code, "none" and rules are prose.
 func markdownRow(f Flag) string {

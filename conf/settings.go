@@ -83,8 +83,8 @@ var StatusSocketEnv = EnvName("status-socket")
 
 // WatchLag is how much earlier than hapsuper's watch kube-proxy may receive
 // a change, in the confirmation rule: the sync allowance and it must fit in
-// the min sync period (validate). routing.DefaultWatchLag holds the same
-// value.
+// the min sync period (validate). routing's Config takes it as its
+// default.
 const WatchLag = 100 * time.Millisecond
 
 // The routing observation modes (--routing).
@@ -141,13 +141,13 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(signalsValue{&s.StopSignals}, "stop-signals", "comma separated signals that start the drain")
 	fs.Var(choiceValue{&s.LogFormat, []string{"text", "json"}}, "log-format", "text or json")
 	fs.Var(levelValue{&s.LogLevel}, "log-level", "debug, info, warn or error")
-	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: off, endpointslices, kube-proxy, or auto (endpointslices with in-cluster credentials or a kubeconfig, else off)")
+	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: off, endpointslices, kube-proxy, or auto (with in-cluster credentials or a kubeconfig: kube-proxy when nodes can be listed and this node's kube-proxy healthz answers, else endpointslices; without: off)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
 	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxySyncAllowance}, "kube-proxy-sync-allowance", "kube-proxy's lag behind hapsuper's watch plus one rule sync: its p99 sync_proxy_rules_duration_seconds, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.LBDeregistrationDelay}, "lb-deregistration-delay", "how long load balancers that target pod IPs keep sending after deregistration; the drain holds that long after the withdrawal (routing modes)")
-	fs.Var(durationValue{&s.LBHealthCheckWindow}, "lb-health-check-window", "the longest a load balancer that health-checks the nodes (externalTrafficPolicy Local) takes to stop sending once its check fails: interval × unhealthy threshold + one interval; a Service's AWS or Azure health-check annotations take precedence (default: unknown, such drains run to the bound)")
+	fs.Var(durationValue{&s.LBHealthCheckWindow}, "lb-health-check-window", "the longest a load balancer that health-checks the nodes (externalTrafficPolicy Local) takes to stop sending once its check fails: interval × unhealthy threshold + one interval; a Service's AWS or Azure health-check annotations take precedence; 0s: unknown, such drains run to the bound")
 	fs.StringVar(&s.LBCheckBind, "lb-check-bind", s.LBCheckBind, "for load balancers that health-check the pod itself (IP targets, hostNetwork, hostPort): the address of a health check hapsuper adds to HAProxy, such as :8404, answering 200, and 503 from the stop on; the drain waits until every address that was checking it got --lb-check-threshold failed checks (default: none)")
 	fs.IntVar(&s.LBCheckThreshold, "lb-check-threshold", s.LBCheckThreshold, "the unhealthy threshold of the load balancers that check --lb-check-bind: failed checks that mark the pod down")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")

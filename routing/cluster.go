@@ -20,7 +20,8 @@ import (
 // Cluster is hapsuper's one boundary with the Kubernetes API: the routing
 // observer (the verdict and the pod's grace period) and the announcer of a
 // drain's end as an Event on the pod. Open builds it from the settings;
-// nothing else in hapsuper talks to the apiserver.
+// nothing else in the running PID 1 talks to the apiserver (`hapsuper
+// check`, a command of its own, builds its client with routing/kube too).
 type Cluster struct {
 	mode     Mode
 	observer *Observer  // nil when off

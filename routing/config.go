@@ -26,13 +26,13 @@ const (
 
 // Defaults of Config; a zero field takes its default.
 const (
-	DefaultHealthzPort    = conf.DefaultKubeProxyHealthzPort
-	DefaultMinSyncPeriod  = conf.DefaultKubeProxyMinSyncPeriod
-	DefaultSyncAllowance  = conf.DefaultKubeProxySyncAllowance
-	DefaultWatchLag       = 100 * time.Millisecond
-	DefaultConcurrency    = 32
-	DefaultRequestTimeout = time.Second
-	DefaultPollInterval   = 500 * time.Millisecond
+	DefaultHealthzPort         = conf.DefaultKubeProxyHealthzPort
+	DefaultMinSyncPeriod       = conf.DefaultKubeProxyMinSyncPeriod
+	DefaultSyncAllowance       = conf.DefaultKubeProxySyncAllowance
+	DefaultWatchLag            = conf.WatchLag
+	DefaultConcurrency         = 32
+	DefaultRequestTimeout      = time.Second
+	DefaultHealthzPollInterval = 500 * time.Millisecond
 )
 
 // Config is the observer's settings. The three durations of the confirmation
@@ -125,7 +125,7 @@ func (c Config) withDefaults() Config {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = DefaultHealthzPollInterval
 	}
 	return c
 }
