@@ -300,33 +300,25 @@ func (s Settings) String() string {
 // LogValue logs the settings as a group keyed by flag names.
 func (s Settings) LogValue() slog.Value { return slog.GroupValue(s.attrs()...) }
 
+// attrs is every run flag's value, read through the flag set itself (so a
+// flag added there is logged too), in the flag set's order, then the
+// HAProxy command.
 func (s Settings) attrs() []slog.Attr {
-	return []slog.Attr{
-		slog.String("grace-period", s.GracePeriod.String()),
-		slog.String("margin", s.Margin.String()),
-		slog.String("max-wait", s.MaxWait.String()),
-		slog.String("quiet-period", s.QuietPeriod.String()),
-		slog.String("withdrawn-quiet-period", s.WithdrawnQuietText()),
-		slog.String("poll-interval", s.PollInterval.String()),
-		slog.String("ignore-frontends", strings.Join(s.IgnoreFrontends, ",")),
-		slog.String("master-socket", s.MasterSocket),
-		slog.String("status-socket", s.StatusSocket),
-		slog.String("override-file", s.OverrideFile),
-		slog.String("stop-signals", signalList(s.StopSignals)),
-		slog.String("log-format", s.LogFormat),
-		slog.String("log-level", strings.ToLower(s.LogLevel.String())),
-		slog.String("routing", s.Routing),
-		slog.String("kubeconfig", s.Kubeconfig),
-		slog.String("metrics-addr", s.MetricsAddr),
-		slog.Int("kube-proxy-healthz-port", s.KubeProxyHealthzPort),
-		slog.String("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod.String()),
-		slog.String("kube-proxy-sync-allowance", s.KubeProxySyncAllowance.String()),
-		slog.String("lb-deregistration-delay", s.LBDeregistrationDelay.String()),
-		slog.String("lb-health-check-window", s.LBHealthCheckWindow.String()),
-		slog.String("lb-check-bind", s.LBCheckBind),
-		slog.Int("lb-check-threshold", s.LBCheckThreshold),
-		slog.String("haproxy", strings.Join(s.HAProxy, " ")),
-	}
+	var attrs []slog.Attr
+	newFlagSet(&s).VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if n, ok := g.Get().(int); ok {
+				attrs = append(attrs, slog.Int(f.Name, n))
+				return
+			}
+		}
+		v := f.Value.String()
+		if f.Name == "withdrawn-quiet-period" {
+			v = s.WithdrawnQuietText() // unset: the rule, not 0s
+		}
+		attrs = append(attrs, slog.String(f.Name, v))
+	})
+	return append(attrs, slog.String("haproxy", strings.Join(s.HAProxy, " ")))
 }
 
 // UnknownEnv returns a warning for every HAPSUPER_* variable of environ
