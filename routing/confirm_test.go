@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hapsuper/hapsuper/drain"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -111,9 +113,24 @@ type scenario struct {
 }
 
 // newScenario: node n2 (10.0.0.2) runs a kube-proxy whose last sync before
-// the change was 5 s earlier; web-0 is withdrawn (its peer is ready) at R,
-// 10 s after the start, and the stop is requested at R.
+// the change was 5 s earlier; at R, 10 s after the start, the watch sees
+// web-0's deletion (a baseline round asks every node once), then web-0 is
+// withdrawn (its peer is ready) and the stop is requested.
 func newScenario(t *testing.T, cfg Config, nodes ...string) *scenario {
+	t.Helper()
+	return startScenario(t, cfg, true, nodes...)
+}
+
+// newLateScenario is newScenario without the baseline: the watch saw
+// neither the pod's deletion nor the stop request before the withdrawal
+// (a kubelet late to stop the pod), so the first poll of each node comes
+// after it.
+func newLateScenario(t *testing.T, cfg Config, nodes ...string) *scenario {
+	t.Helper()
+	return startScenario(t, cfg, false, nodes...)
+}
+
+func startScenario(t *testing.T, cfg Config, baseline bool, nodes ...string) *scenario {
 	t.Helper()
 	if len(nodes) == 0 {
 		nodes = []string{"n2"}
@@ -140,6 +157,14 @@ func newScenario(t *testing.T, cfg Config, nodes ...string) *scenario {
 	s.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
 	s.clk.Step(10 * time.Second)
 	s.R = s.clk.Now()
+	if baseline {
+		deleted := metav1.NewTime(s.R)
+		s.apply(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Identity.PodName, Namespace: s.cfg.Identity.Namespace, DeletionTimestamp: &deleted}})
+		s.confirmRound(t.Context())
+		if d := s.clk.Now().Sub(s.R); d != 0 {
+			s.R = s.clk.Now() // the baseline's requests took fake time
+		}
+	}
 	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
 	s.StopRequested(s.R)
 	return s
@@ -288,7 +313,7 @@ func TestConfirmPartitioned(t *testing.T) {
 // SIGSTOPped kube-proxy: the kernel accepts, nothing answers. Pending,
 // each request bounded by RequestTimeout.
 func TestConfirmFrozenNode(t *testing.T) {
-	s := newScenario(t, Config{RequestTimeout: 200 * ms})
+	s := newLateScenario(t, Config{RequestTimeout: 200 * ms})
 	s.proxies["n2"].set(func(p *fakeProxy) { p.hang = true })
 	start := time.Now()
 	got := s.round(2 * time.Second)
@@ -309,7 +334,7 @@ func TestConfirmFrozenNode(t *testing.T) {
 // No kube-proxy behind the port (a replacement, or none): that node is
 // unverified and named; the others are still awaited and confirmed.
 func TestConfirmPortClosed(t *testing.T) {
-	s := newScenario(t, Config{}, "n2", "n3")
+	s := newLateScenario(t, Config{}, "n2", "n3")
 	delete(s.routes, "10.0.0.3:10256")
 	s.syncsAt("n2", -5*time.Second, 1100*ms)
 	expect(t, s.round(500*ms), drain.RoutingPending, "n2: IPv4: no sync since the change")
@@ -334,7 +359,11 @@ func TestConfirmOddAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScenario(t, Config{})
+			start := newLateScenario // a node that always answers so
+			if tt.body == "" {
+				start = newScenario
+			}
+			s := start(t, Config{})
 			s.syncsAt("n2", 500*ms)
 			s.proxies["n2"].set(func(p *fakeProxy) { p.body = tt.body })
 			if tt.body == "" {
@@ -378,7 +407,7 @@ func TestConfirmConcurrency(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("n%02d", i+2)
 	}
-	s := newScenario(t, Config{Concurrency: 3}, names...)
+	s := newLateScenario(t, Config{Concurrency: 3}, names...)
 	var mu sync.Mutex
 	inFlight, most := 0, 0
 	gate := make(chan struct{})
@@ -546,4 +575,49 @@ func TestConfirmRestartBetweenPolls(t *testing.T) {
 	}
 	s.syncsAt("n2", -5*time.Second, 1300*ms, 1800*ms) // its first sync
 	expect(t, s.round(1900*ms), drain.RoutingWithdrawn)
+}
+
+// kube-proxy restarted after the withdrawal and before hapsuper's first
+// poll of its node (the kubelet's stop signal lagged the withdrawal, and the
+// watch had not seen the pod's deletion either): the old instance, killed
+// before it synced the change, left rules that still pick the pod; the new
+// one stamped lastUpdated when its sync loop started, D past the change,
+// and syncs seconds later. No poll failed and no connection was lost, but
+// the stamp is first seen on a new connection: it must not confirm; the
+// first sync, seen on that connection, does.
+func TestConfirmRestartBeforeFirstPoll(t *testing.T) {
+	s := newLateScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, 400*ms) // R+400ms: the new instance's start stamp
+	for _, off := range []time.Duration{500 * ms, 1500 * ms, 2500 * ms} {
+		expect(t, s.round(off), drain.RoutingPending, "first seen on a new connection, after the change")
+	}
+	s.syncsAt("n2", -5*time.Second, 400*ms, 2900*ms) // its first sync
+	expect(t, s.round(3*time.Second), drain.RoutingWithdrawn)
+
+	// Seen deleted first, the pod's node was asked before the withdrawal:
+	// the restart then closes that connection, and the start stamp on the
+	// new one waits as after any restart.
+	s = newScenario(t, Config{})
+	if n := s.proxies["n2"].requestCount(); n != 1 {
+		t.Fatalf("the pod's deletion led to %d requests before the withdrawal, want 1 (the baseline)", n)
+	}
+	s.servers["n2"].CloseClientConnections() // the old instance is gone
+	s.syncsAt("n2", -5*time.Second, 400*ms)
+	for _, off := range []time.Duration{500 * ms, 1500 * ms, 2500 * ms} {
+		expect(t, s.round(off), drain.RoutingPending, "may be a restarted kube-proxy's start")
+	}
+	s.syncsAt("n2", -5*time.Second, 400*ms, 2900*ms)
+	expect(t, s.round(3*time.Second), drain.RoutingWithdrawn)
+}
+
+// An ordinary drain with the pod's deletion seen first: the baseline's
+// connection carries the withdrawal's sync (R+300ms, past D), which
+// confirms on the first poll that sees it, as before the baseline existed.
+func TestConfirmBaselineThenSync(t *testing.T) {
+	s := newScenario(t, Config{})
+	s.syncsAt("n2", -5*time.Second, 300*ms)
+	expect(t, s.round(400*ms), drain.RoutingWithdrawn)
+	if n := s.proxies["n2"].requestCount(); n != 2 {
+		t.Errorf("%d requests, want 2: the baseline and one poll", n)
+	}
 }

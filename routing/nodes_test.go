@@ -17,7 +17,7 @@ import (
 // confirmed leave the set at the next list, and the verdict names them; a
 // node NotReady at the first list is never asked.
 func TestNodesLeaveTheSet(t *testing.T) {
-	s := newScenario(t, Config{}, "n2", "n3", "n4", "n5")
+	s := newLateScenario(t, Config{}, "n2", "n3", "n4", "n5")
 	for _, n := range []string{"n2", "n3", "n4", "n5"} {
 		s.syncsAt(n, -5*time.Second, 30*ms)
 	}

@@ -29,7 +29,7 @@ type Observer struct {
 	clock   clock.WithTicker
 	http    *healthzClient
 	log     *slog.Logger
-	kick    chan struct{} // StopRequested asks Run for a round now
+	kick    chan struct{} // StopRequested and the pod's deletion ask Run for a round now
 
 	mu        sync.Mutex
 	synced    bool      // the slice and Service watches delivered their initial lists
@@ -104,6 +104,11 @@ func (o *Observer) StopRequested(now time.Time) {
 		o.stopAt = now
 	}
 	o.mu.Unlock()
+	o.kickRound()
+}
+
+// kickRound asks Run for a round now.
+func (o *Observer) kickRound() {
 	select {
 	case o.kick <- struct{}{}:
 	default:
@@ -127,7 +132,8 @@ const nodeListTimeout = 10 * time.Second
 
 // Run watches until ctx ends, then returns nil. The watches run for the
 // pod's whole life so the cache is warm when the stop comes; healthz rounds
-// run every PollInterval once the stop is requested. Run returns an error
+// run every PollInterval once the stop is requested or the watch sees the
+// pod's deletion, whichever comes first (confirmRound). Run returns an error
 // only when it cannot start its watches.
 func (o *Observer) Run(ctx context.Context) error {
 	if o.cfg.Mode == ModeOff {

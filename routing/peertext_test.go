@@ -77,7 +77,7 @@ func TestPeerTextBounded(t *testing.T) {
 			names := []string{"n2", "n3", "n4", "n5", "n6", "n7"}
 			// A generous request timeout: the stand-ins answer at once, but a
 			// loaded machine can take longer than the default to send 79 KB.
-			s := newScenario(t, Config{Concurrency: 6, RequestTimeout: 10 * time.Second}, names...)
+			s := newLateScenario(t, Config{Concurrency: 6, RequestTimeout: 10 * time.Second}, names...)
 			for a := range s.routes {
 				s.routes[a] = addr
 			}

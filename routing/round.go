@@ -24,11 +24,20 @@ func (o *Observer) rounds(ctx context.Context) {
 }
 
 // confirmRound asks every node not yet confirmed, once, if the drain has
-// started in ModeKubeProxy and the API says withdrawn everywhere. It returns
-// when every request has ended, each within RequestTimeout.
+// started in ModeKubeProxy and the API says withdrawn everywhere. Before
+// that, from the first of the stop request and the watch seeing the pod's
+// deletion, it asks every node that has not answered yet, once: a baseline.
+// Its connection, kept, then carries the answers after the withdrawal, and
+// a lastUpdated new on it is a sync of the process that answered before;
+// without it, the first answer after the withdrawal may come from a
+// kube-proxy restarted since, whose start stamp is not a sync
+// (judge.syncFacts.firstAnswer). It returns when every request has ended,
+// each within RequestTimeout.
 func (o *Observer) confirmRound(ctx context.Context) {
 	o.mu.Lock()
-	ready := o.cfg.Mode == ModeKubeProxy && o.synced && !o.stopAt.IsZero() && judge.APIWithdrawn(o.watch.paths)
+	started := !o.stopAt.IsZero() || o.watch.deleting
+	withdrawn := started && judge.APIWithdrawn(o.watch.paths)
+	ready := o.cfg.Mode == ModeKubeProxy && o.synced && started
 	listed := o.nodes != nil
 	o.mu.Unlock()
 	if !ready || (!listed && !o.listNodes(ctx)) {
@@ -41,8 +50,16 @@ func (o *Observer) confirmRound(ctx context.Context) {
 	targets := judge.Targets(o.watch.paths)
 	var todo []*judge.Node
 	for _, n := range o.nodes {
-		if v, _ := o.judging.Rule.Node(n, targets); v != judge.NodeConfirmed && n.Addr != "" {
-			todo = append(todo, n)
+		switch {
+		case n.Addr == "":
+		case !withdrawn: // the baseline
+			if !n.Answered() {
+				todo = append(todo, n)
+			}
+		default:
+			if v, _ := o.judging.Rule.Node(n, targets); v != judge.NodeConfirmed {
+				todo = append(todo, n)
+			}
 		}
 	}
 	o.mu.Unlock()
@@ -91,6 +108,9 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		n.Reconnected()
 	}
 	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
+	if !judge.APIWithdrawn(o.watch.paths) {
+		return // a baseline: its connection is kept for the polls to come
+	}
 	if v, _ := o.judging.Rule.Node(n, judge.Targets(o.watch.paths)); v == judge.NodeConfirmed {
 		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.Name, "rtt", received.Sub(sent))
 		// Not asked again unless a later withdrawal needs it: its kept

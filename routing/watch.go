@@ -27,6 +27,7 @@ type watchState struct {
 	grace     *int64     // the pod's deletionGracePeriodSeconds
 	watchErr  string     // the last error of a watch that has not synced
 	podSeen   bool       // the pod watch delivered the pod
+	deleting  bool       // the pod watch saw its deletionTimestamp
 	hostIP    netip.Addr // the pod's node address (status.hostIP); invalid until known
 	podPaths  []string
 	// unproxied: Service → why, for Services kube-proxy does not program
@@ -171,6 +172,12 @@ func (o *Observer) podEvent(pod *corev1.Pod) {
 	if pod.DeletionGracePeriodSeconds != nil {
 		g := *pod.DeletionGracePeriodSeconds
 		o.watch.grace = &g
+	}
+	if pod.DeletionTimestamp != nil && !o.watch.deleting {
+		// The drain is coming: the baseline polls start now (confirmRound),
+		// usually before the EndpointSlice withdrawal reaches kube-proxy.
+		o.watch.deleting = true
+		o.kickRound()
 	}
 	if a, err := netip.ParseAddr(pod.Status.HostIP); err == nil {
 		o.watch.hostIP = a.Unmap()

@@ -46,6 +46,12 @@ type syncFacts struct {
 	// startStamp: first seen after a failed poll, this lastUpdated may be
 	// a restarted kube-proxy's start rather than a sync (Node.failed).
 	startStamp bool
+	// firstAnswer: first seen in the first answer on a connection, with no
+	// failure before it. A kube-proxy restarted before that connection was
+	// made left no earlier connection to lose and no poll to fail, so this
+	// lastUpdated, too, may be a start stamp: it cannot confirm by being
+	// late (judge), only a later one on the same connection can.
+	firstAnswer bool
 	// stepped: two polls of this sync disagreed beyond stepTolerance; the
 	// node's clock was stepped and its ages are not trusted.
 	stepped bool
@@ -122,6 +128,11 @@ func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 // it may be gone, and a new lastUpdated a restarted instance's start stamp.
 func (n *Node) Reconnected() { n.failed = true }
 
+// Answered says whether healthz answered at least once: a connection to
+// the node has carried an answer, so a later lastUpdated on it is a sync
+// (Record's sameProcess).
+func (n *Node) Answered() bool { return n.answered }
+
 // Silent is how long kube-proxy provably ran after its last sync of fam
 // without running another (see syncFacts.silent); 0 when unknown.
 func (n *Node) Silent(fam discovery.AddressType) time.Duration {
@@ -160,8 +171,9 @@ const stepTolerance = 50 * time.Millisecond
 
 // Record keeps a healthz answer obtained between sent and received; settle
 // is the rule's D (see syncFacts.silent). sameProcess: it came over a
-// connection that had carried an answer before the poll failed, so no
-// restart came in between and a new lastUpdated is a sync.
+// connection that had carried an answer before (even if a poll failed since),
+// so no restart came in between and a new lastUpdated is a sync; without it,
+// a new lastUpdated may be a start stamp (syncFacts.startStamp, firstAnswer).
 func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration, sameProcess bool) {
 	failed := n.failed && !sameProcess
 	n.answered, n.problem, n.failed = true, nil, false
@@ -180,7 +192,8 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		if f == nil || !f.lastUpdated.Equal(fh.LastUpdated) {
 			// A new sync, or after a failed poll possibly a new
 			// kube-proxy's start stamp.
-			f = &syncFacts{lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy, startStamp: failed}
+			f = &syncFacts{lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
+				startStamp: failed, firstAnswer: !sameProcess}
 			n.syncs[fam] = f
 			f.noteQuick(age, received.Sub(sent), settle)
 			continue
@@ -262,6 +275,14 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 		return NodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
 	case f.stepped:
 		return NodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
+	case f.firstAnswer && !f.earliest.Before(r.Add(ru.Allowance)):
+		// Late enough to confirm, but first seen on a new connection: a
+		// kube-proxy restarted after the change and before that connection
+		// stamped it at start, and the old instance's rules may still pick
+		// the pod. An earlier stamp would have been judged as a sync (it
+		// cannot confirm by lateness); only a later one on this connection,
+		// from the same process, is a sync.
+		return NodePending, "lastUpdated first seen on a new connection, after the change: it may be a kube-proxy restarted since, stamping its start, not a sync; waiting for a later one"
 	case !f.earliest.Before(r.Add(ru.Allowance)):
 		// Completed at least D after our receipt: it started after kube-proxy
 		// had the change, so it holds it.

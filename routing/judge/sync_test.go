@@ -16,6 +16,8 @@ type nodeScenario struct {
 	rule Rule
 	n    *Node
 	r    time.Time // receipt of the change it must hold
+	// fresh: the next answer comes on a new connection (answer).
+	fresh bool
 }
 
 func newNodeScenario(t *testing.T) *nodeScenario {
@@ -26,13 +28,16 @@ func newNodeScenario(t *testing.T) *nodeScenario {
 }
 
 // answer: kube-proxy answered a request sent at `at` after rtt, its last
-// IPv4 sync completed at `sync`.
+// IPv4 sync completed at `sync`; on the connection that answered before,
+// if any, unless fresh is set (then on a new one, once).
 func (s *nodeScenario) answer(at, rtt, sync time.Duration) {
+	kept := s.n.Answered() && !s.fresh
+	s.fresh = false
 	sent := s.t0.Add(at)
 	received := sent.Add(rtt)
 	h := Healthz{CurrentTime: sent.Add(rtt / 2), Families: map[discovery.AddressType]FamilyHealth{
 		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(sync), Healthy: true}}}
-	s.n.Record(h, sent, received, s.rule.Allowance, false)
+	s.n.Record(h, sent, received, s.rule.Allowance, kept)
 }
 
 func (s *nodeScenario) expect(want NodeVerdict, why string) {
@@ -86,9 +91,35 @@ func TestNodeRestartStamp(t *testing.T) {
 	if !s.n.Failed(&PollError{Msg: "refused"}, s.t0.Add(1200*ms), s.t0.Add(1210*ms)) {
 		t.Error("a first failure is a change")
 	}
+	s.fresh = true // the restarted instance has none of the old connections
 	s.answer(2000*ms, 10*ms, 1900*ms)
 	s.expect(NodePending, "restarted kube-proxy's start")
 	s.answer(3000*ms, 10*ms, 2900*ms) // a later lastUpdated is a sync
+	s.expect(NodeConfirmed, "")
+}
+
+// A first answer, on a new connection, whose lastUpdated is late enough to
+// confirm: a kube-proxy restarted after the change and before that
+// connection was made stamps lastUpdated at its start, before its first
+// sync, while the old instance's rules still pick the pod; no failed poll
+// or lost connection tells. Only a later lastUpdated on the same connection
+// is a sync. An earlier lastUpdated is judged as any sync (it cannot
+// confirm by being late).
+func TestNodeFirstAnswerAfterTheChange(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1500*ms, 10*ms, 1400*ms) // R+400ms: ≥ R+D
+	s.expect(NodePending, "first seen on a new connection, after the change")
+	s.answer(1700*ms, 10*ms, 1400*ms) // the same stamp again proves nothing more
+	s.expect(NodePending, "first seen on a new connection, after the change")
+	s.answer(4000*ms, 10*ms, 3900*ms) // its first sync, on the same connection
+	s.expect(NodeConfirmed, "")
+
+	// With a baseline before the change, the same late lastUpdated is new
+	// on a connection that answered before: a sync.
+	s = newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 500*ms)
+	s.expect(NodePending, "no sync since the change")
+	s.answer(1500*ms, 10*ms, 1400*ms)
 	s.expect(NodeConfirmed, "")
 }
 

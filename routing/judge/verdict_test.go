@@ -81,9 +81,14 @@ func TestJudgeKubeProxyNodes(t *testing.T) {
 	if r.PendingNodes != 1 {
 		t.Errorf("PendingNodes %d, want 1", r.PendingNodes)
 	}
-	h := Healthz{CurrentTime: t0.Add(time.Second), Families: map[discovery.AddressType]FamilyHealth{
+	// A baseline answer before the change, then a sync after it on the
+	// same connection.
+	h := Healthz{CurrentTime: t0.Add(-time.Second), Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: t0.Add(-5 * time.Second), Healthy: true}}}
+	f.Nodes["n1"].Record(h, t0.Add(-time.Second), t0.Add(-time.Second), f.Rule.Allowance, false)
+	h = Healthz{CurrentTime: t0.Add(time.Second), Families: map[discovery.AddressType]FamilyHealth{
 		discovery.AddressTypeIPv4: {LastUpdated: t0.Add(500 * time.Millisecond), Healthy: true}}}
-	f.Nodes["n1"].Record(h, t0.Add(time.Second), t0.Add(time.Second), f.Rule.Allowance, false)
+	f.Nodes["n1"].Record(h, t0.Add(time.Second), t0.Add(time.Second), f.Rule.Allowance, true)
 	expectRouting(t, Judge(f, t0).Routing(), drain.RoutingUnverified, "kube-proxy not observed on 1 of 2 nodes: n2: node has no InternalIP", "confirmed on the others")
 }
 
