@@ -22,7 +22,9 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 		r := drainKilledAtDelete(t, func(e *drainEnv) { killAPIServerAndKubeProxy(t, e, 2) })
 		checkExitInBudget(t, r)
 	})
-	// Killed once hapsuper, draining, has listed the nodes to ask: node1's
+	// Killed once hapsuper, draining, has seen the API withdraw web-a and
+	// has listed the nodes to ask (it may list them at the stop request,
+	// before the withdrawal, or after it): node1's
 	// kube-proxy goes on and confirms, node2 refuses healthz from then on.
 	// Whether node2 synced before it died decides between the bound (its
 	// rules still pick web-a, the clients never go quiet) and unverified
@@ -31,6 +33,9 @@ func TestDrain_APIServerAndKubeProxyGone(t *testing.T) {
 		e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
 		tr := startTraffic(t, url, e.H.Nodes(), nil)
 		a.terminate(t)
+		if _, ok := a.Wait("routing path withdrawn in the API", nil, 10*time.Second, a.Done()); !ok {
+			t.Fatalf("hapsuper of web-a did not see web-a withdrawn in the API within 10s of the delete:\n%s", a.Tail(20))
+		}
 		if _, ok := a.Wait("nodes listed for kube-proxy confirmation", nil, 5*time.Second, a.Done()); !ok {
 			t.Fatalf("hapsuper of web-a did not list the nodes within 5s of the delete:\n%s", a.Tail(20))
 		}
