@@ -48,6 +48,9 @@ type Settings struct {
 	LBHealthCheckWindow    time.Duration // a node-checking balancer's mark-down after its check fails; 0: unknown
 	LBCheckBind            string        // address of the pod's health check for balancers that target the pod; empty: none
 	LBCheckThreshold       int           // their unhealthy threshold
+
+	HAProxyMemoryShare int      // percent of the cgroup memory limit given to HAProxy as -m; 0: none
+	CreateIfMissing    []string // files created empty before HAProxy starts when missing
 }
 
 // Defaults that other packages and messages name. Every other default is
@@ -151,6 +154,8 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.StringVar(&s.LBCheckBind, "lb-check-bind", s.LBCheckBind, "for load balancers that health-check the pod itself (IP targets, hostNetwork, hostPort): the address of a health check hapsuper adds to HAProxy, such as :8404, answering 200, and 503 from the stop on; the drain waits until every address that was checking it got --lb-check-threshold failed checks (default: none)")
 	fs.IntVar(&s.LBCheckThreshold, "lb-check-threshold", s.LBCheckThreshold, "the unhealthy threshold of the load balancers that check --lb-check-bind: failed checks that mark the pod down")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
+	fs.IntVar(&s.HAProxyMemoryShare, "haproxy-memory-share", s.HAProxyMemoryShare, "percent of the container's cgroup memory limit HAProxy may use: hapsuper adds -m (that share in megabytes) to HAProxy's command when it has none (0: off; no limit: nothing added)")
+	fs.Var(listValue{&s.CreateIfMissing}, "create-if-missing", "comma separated files hapsuper creates empty, mode 0664, before HAProxy starts when they do not exist (a second -f a controller fills later)")
 	return fs
 }
 

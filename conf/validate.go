@@ -111,6 +111,14 @@ func validate(s Settings, src source) error {
 	if err := validateLBCheck(s, src); err != nil {
 		return err
 	}
+	if s.HAProxyMemoryShare < 0 || s.HAProxyMemoryShare > 100 {
+		return fmt.Errorf("%s is not a percentage: give 1-100 (gopherd's images give HAProxy 66), or 0 for no -m", src.label("haproxy-memory-share", s.HAProxyMemoryShare))
+	}
+	for _, p := range s.CreateIfMissing {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("%s names %q, not an absolute path: give the file as HAProxy's -f names it", src.label("create-if-missing", strings.Join(s.CreateIfMissing, ",")), p)
+		}
+	}
 	if s.LBHealthCheckWindow < 0 {
 		return fmt.Errorf("%s is negative: give the load balancer's health-check interval × unhealthy threshold + one interval, or 0 (unknown)", src.label("lb-health-check-window", s.LBHealthCheckWindow))
 	}

@@ -4,6 +4,7 @@
 // (Inspect: frontends, how their soft stop ends connections, warnings that
 // say what to change), the override file hapsuper writes and passes last
 // (WriteOverride: hard-stop-after and the --lb-check-bind health check), the
+// -m memory cap it adds (WithMemoryLimit, MemoryShare), the
 // version facts and known regressions of HAProxy's releases, and running
 // `haproxy -vv` or `haproxy -c` bounded by a timeout (RunHAProxy). The
 // command line is read by its leaf package cmdline, which conf/ also uses.

@@ -143,6 +143,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	}
 	argv := haproxy.Command(s, notify)
 	argv[0] = path
+	argv = haproxy.WithMemoryLimit(argv, sv.haproxyMemory(cgroupRoot))
 	if sig, ok := stopBeforeStart(sigs, signalSet(s.StopSignals)); ok {
 		sv.log.Info("stop requested before HAProxy started: exiting without starting it", "signal", conf.SignalName(sig))
 		return 0, nil
@@ -199,8 +200,9 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	return l.runGroup(ctx, sigs, srv, nl, actors)
 }
 
-// prepare creates the socket directories and writes the override file, and
-// checks the user's configuration: all before HAProxy starts.
+// prepare creates the socket directories, the --create-if-missing files and
+// the override file, and checks the user's configuration: all before
+// HAProxy starts.
 func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 	s := sv.settings
 	for _, p := range []string{s.MasterSocket, s.StatusSocket, s.OverrideFile} {
@@ -220,6 +222,13 @@ func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 		default:
 			return haproxy.Inspection{}, err
 		}
+	}
+	created, err := createMissing(s.CreateIfMissing)
+	for _, p := range created {
+		sv.log.Info("created empty file", "path", p)
+	}
+	if err != nil {
+		return haproxy.Inspection{}, err
 	}
 	files, err := haproxy.ConfigFiles(s)
 	if err != nil {

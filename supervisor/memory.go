@@ -1,0 +1,74 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hapsuper/hapsuper/haproxy"
+)
+
+// cgroupRoot is where the container's own cgroup is mounted (with a cgroup
+// namespace, as containerd and CRI-O give a pod's containers).
+const cgroupRoot = "/sys/fs/cgroup"
+
+// unlimitedV1 is the least value cgroup v1 reports for "no limit"
+// (PAGE_COUNTER_MAX pages, 9223372036854771712 on 4 KiB pages).
+const unlimitedV1 = 1 << 62
+
+// memoryLimit returns the memory limit in bytes of the cgroup mounted at
+// root, as gopherd's and s6's run scripts read it: cgroup v2's memory.max,
+// else cgroup v1's memory/memory.limit_in_bytes. 0 means no limit: "max",
+// v1's near-2^63, or no such file (not in a container, no memory controller).
+func memoryLimit(root string) (int64, error) {
+	path := filepath.Join(root, "memory.max")
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
+		path = filepath.Join(root, "memory", "memory.limit_in_bytes")
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the cgroup memory limit %s: %w", path, err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "max" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("read the cgroup memory limit %s: %q is not a byte count", path, v)
+	}
+	if n >= unlimitedV1 {
+		return 0, nil
+	}
+	return n, nil
+}
+
+// haproxyMemory is the -m hapsuper gives HAProxy: --haproxy-memory-share of
+// the cgroup memory limit under root, in MiB; 0 (no -m) when the share is
+// off, there is no limit, or it cannot be read (logged: HAProxy then runs
+// uncapped, as without hapsuper).
+func (sv *Supervisor) haproxyMemory(root string) int64 {
+	share := sv.settings.HAProxyMemoryShare
+	if share == 0 {
+		return 0
+	}
+	limit, err := memoryLimit(root)
+	if err != nil {
+		sv.log.Warn("cannot read the memory limit: HAProxy gets no -m", "err", err)
+		return 0
+	}
+	if limit == 0 {
+		sv.log.Info("no cgroup memory limit: HAProxy gets no -m", "haproxy-memory-share", share)
+		return 0
+	}
+	mb := haproxy.MemoryShare(limit, share)
+	sv.log.Info("memory limit for HAProxy", "limit_bytes", limit, "haproxy-memory-share", share, "m_mib", mb)
+	return mb
+}

@@ -1,0 +1,89 @@
+package supervisor
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hapsuper/hapsuper/conf"
+)
+
+// writeCgroup makes a cgroup mount under a new directory with files
+// (relative path → content) and returns it.
+func writeCgroup(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// The limit as the images' run scripts read it: cgroup v2's memory.max
+// when cgroup.controllers says v2, else v1's limit_in_bytes; "max", v1's
+// near-2^63 and no file at all mean no limit.
+func TestMemoryLimit(t *testing.T) {
+	cases := []struct {
+		name    string
+		files   map[string]string
+		want    int64
+		wantErr string
+	}{
+		{"v2 limit", map[string]string{"cgroup.controllers": "cpu memory\n", "memory.max": "2147483648\n"}, 2 << 30, ""},
+		{"v2 max", map[string]string{"cgroup.controllers": "cpu memory\n", "memory.max": "max\n"}, 0, ""},
+		{"v2 without the memory controller", map[string]string{"cgroup.controllers": "cpu\n"}, 0, ""},
+		{"v1 limit", map[string]string{"memory/memory.limit_in_bytes": "536870912\n"}, 512 << 20, ""},
+		{"v1 unlimited", map[string]string{"memory/memory.limit_in_bytes": "9223372036854771712\n"}, 0, ""},
+		{"v1 file ignored on v2", map[string]string{"cgroup.controllers": "memory\n", "memory.max": "max", "memory/memory.limit_in_bytes": "536870912"}, 0, ""},
+		{"none", nil, 0, ""},
+		{"garbage", map[string]string{"cgroup.controllers": "memory\n", "memory.max": "lots\n"}, 0, `"lots" is not a byte count`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := memoryLimit(writeCgroup(t, c.files))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("memoryLimit: %v, want an error with %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Errorf("memoryLimit = %d, %v; want %d", got, err, c.want)
+			}
+		})
+	}
+}
+
+// --haproxy-memory-share of a 2 GiB limit is HAProxy's -m (66 %: 1351 MiB);
+// off, or no limit, gives none.
+func TestHAProxyMemory(t *testing.T) {
+	limited := writeCgroup(t, map[string]string{"cgroup.controllers": "memory\n", "memory.max": "2147483648\n"})
+	unlimited := writeCgroup(t, map[string]string{"cgroup.controllers": "memory\n", "memory.max": "max\n"})
+	for _, c := range []struct {
+		name  string
+		share int
+		root  string
+		want  int64
+	}{
+		{"66 % of 2 GiB", 66, limited, 1351},
+		{"off", 0, limited, 0},
+		{"no limit", 66, unlimited, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			sv := &Supervisor{settings: conf.Settings{HAProxyMemoryShare: c.share}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+			if got := sv.haproxyMemory(c.root); got != c.want {
+				t.Errorf("haproxyMemory = %d, want %d (log: %s)", got, c.want, logs.String())
+			}
+		})
+	}
+}
