@@ -31,6 +31,10 @@ import (
 var version = ""
 
 func main() {
+	if isGopherd(os.Args[0]) { // installed as gopherd (gopherd.go)
+		earlysignal.Release()
+		os.Exit(gopherdCommand(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
