@@ -108,8 +108,15 @@ const (
 
 // Routing is the routing condition at one instant.
 type Routing struct {
-	State  RoutingState
-	Detail string // what is pending or was not observed, for the result and status
+	State RoutingState
+	// Why is what routing/ observed behind State, as typed conditions
+	// (routing/judge's Verdict); nil when nothing was observed. The drain
+	// decides on State alone and carries Why to where the detail is shown
+	// (Detail).
+	Why RoutingConditions
+	// PodCheck is the pod's own health check, once the drain combined it
+	// with routing/'s State (SetPodCheck); nil without one.
+	PodCheck *PodCheck
 	// PendingNodes counts the nodes whose kube-proxy has not confirmed the
 	// withdrawal yet (kube-proxy mode). Shown by status and metrics; the
 	// drain decides on State alone.
@@ -124,6 +131,21 @@ type Routing struct {
 	// ends a drain with ReasonLBMarkedDown (unless APIOnly).
 	Balancer bool
 }
+
+// RoutingConditions are routing/'s typed conditions behind a Routing. Text
+// says them for the detail; a value must not change once handed over,
+// since status reads it from another goroutine.
+type RoutingConditions interface {
+	Text() string
+}
+
+// RoutingObservationOff is the routing condition when routing is not
+// observed at all (mode off).
+func RoutingObservationOff() Routing { return Routing{State: RoutingOff, Why: observationOff{}} }
+
+type observationOff struct{}
+
+func (observationOff) Text() string { return "routing observation off" }
 
 // Action is what the supervisor must do to HAProxy after a Tick.
 type Action string
@@ -140,7 +162,9 @@ type Condition struct {
 	Name   string    // ConditionQuiet or ConditionRouting
 	Met    bool      // holds now
 	Since  time.Time // quiet: last counted request (or drain start)
-	Detail string
+	Detail string    // quiet only: what the quiet rule waits for
+	// Routing: routing only, the condition, typed; Stated renders it.
+	Routing *Routing
 	// PendingNodes: routing only, the nodes whose kube-proxy has not confirmed.
 	PendingNodes int
 }

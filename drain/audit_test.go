@@ -45,9 +45,9 @@ func TestAuditLateArrivalTurnsUnverified(t *testing.T) {
 		name    string
 		routing Routing
 	}{
-		{"routed-away", Routing{State: RoutingWithdrawn, Detail: "confirmed"}},
-		{"lb-marked-down", Routing{State: RoutingWithdrawn, Balancer: true, Detail: "confirmed"}},
-		{"withdrawn-in-api", Routing{State: RoutingWithdrawn, APIOnly: true, Detail: "confirmed"}},
+		{"routed-away", Routing{State: RoutingWithdrawn, Why: note("confirmed")}},
+		{"lb-marked-down", Routing{State: RoutingWithdrawn, Balancer: true, Why: note("confirmed")}},
+		{"withdrawn-in-api", Routing{State: RoutingWithdrawn, APIOnly: true, Why: note("confirmed")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := serving(t, auditSettings)

@@ -220,7 +220,7 @@ func (d *Drain) Tick(now time.Time) Action {
 	switch d.phase {
 	case Draining:
 		if d.q.met(now, d.withdrawn()) && routingMet(d.routing) {
-			reason, detail := routingReason(d.routing), d.routing.Detail
+			reason, detail := routingReason(d.routing), d.routing.Detail()
 			if reason == ReasonLBMarkedDown {
 				// The balancer's window is a setting: what the pod saw
 				// after it is the evidence, so the result names it.
@@ -269,7 +269,7 @@ func (d *Drain) stop(now time.Time, r Reason, detail string) {
 func (d *Drain) pending(now time.Time) string {
 	var p []string
 	if !routingMet(d.routing) || d.routing.State == RoutingUnverified {
-		p = append(p, "routing: "+routingDetail(d.routing))
+		p = append(p, "routing: "+d.routing.Stated())
 	}
 	if !d.q.met(now, d.withdrawn()) || !d.q.readable(now) {
 		p = append(p, "quiet: "+d.q.detail(now, d.withdrawn()))

@@ -59,7 +59,7 @@ func TestRoutingPendingBlocksUntilWithdrawn(t *testing.T) {
 	r.stop(0)
 	r.pollIdle(sec(0.5), sec(5), poll, w(100, 0))
 	st := r.d.Status(at(sec(5)))
-	if rc := st.Conditions[1]; rc.Name != ConditionRouting || rc.Met || rc.Detail != "pending (default/web: endpoint still ready)" {
+	if rc := st.Conditions[1]; rc.Name != ConditionRouting || rc.Met || rc.Routing.Stated() != "pending (default/web: endpoint still ready)" {
 		t.Fatalf("routing condition %+v", rc)
 	}
 	if !st.Conditions[0].Met {
@@ -276,7 +276,7 @@ func TestRoutingBalancerEndsLBMarkedDown(t *testing.T) {
 		n++
 		r.want(off, r.poll(off, w(100, n)), None)
 	}
-	r.d.SetRouting(Routing{State: RoutingWithdrawn, Balancer: true, Detail: "balancer window passed"}, at(sec(3.2)))
+	r.d.SetRouting(Routing{State: RoutingWithdrawn, Balancer: true, Why: note("balancer window passed")}, at(sec(3.2)))
 	r.want(sec(3.5), r.poll(sec(3.5), w(100, n)), None)
 	r.want(sec(4), r.poll(sec(4), w(100, n)), SoftStop)
 	r.wantEnd(sec(4), ReasonLBMarkedDown, "balancer window passed; last new connection 1.0s ago, last reading 0.0s ago")

@@ -78,7 +78,7 @@ func (r *run) fail(off time.Duration) Action {
 
 // route sets the routing condition at off.
 func (r *run) route(off time.Duration, s RoutingState, detail string) {
-	r.d.SetRouting(Routing{State: s, Detail: detail}, at(off))
+	r.d.SetRouting(Routing{State: s, Why: note(detail)}, at(off))
 }
 
 // want fails the test when got is not the wanted action at off.
@@ -109,3 +109,8 @@ func (r *run) pollIdle(from, to, step time.Duration, ws ...Worker) {
 		r.want(off, r.poll(off, ws...), None)
 	}
 }
+
+// note is routing conditions that say a fixed text.
+type note string
+
+func (n note) Text() string { return string(n) }

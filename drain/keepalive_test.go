@@ -87,7 +87,7 @@ func TestWithdrawnFlapsBackToPending(t *testing.T) {
 	r.keptAlive(sec(0.5), sec(1.5), 100, &reqs, 10, None)
 	r.route(sec(1.7), RoutingPending, "default/web: endpoint ready again")
 	r.keptAlive(sec(2), sec(4), 100, &reqs, 10, None) // connections quiet 4s: pending blocks
-	r.d.SetRouting(Routing{State: RoutingUnverified, Detail: "node b not observed"}, at(sec(4.2)))
+	r.d.SetRouting(Routing{State: RoutingUnverified, Why: note("node b not observed")}, at(sec(4.2)))
 	r.keptAlive(sec(4.5), sec(6), 100, &reqs, 10, None) // unverified: requests count again
 	r.route(sec(6.2), RoutingWithdrawn, "")
 	reqs += 3

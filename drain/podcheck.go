@@ -42,7 +42,7 @@ func (c PodCheck) MarkedDown() bool {
 	return true
 }
 
-// String says where the check stands, for the detail.
+// String says where the check stands: its part of Routing.Detail.
 func (c PodCheck) String() string {
 	where := "load balancers checking the pod at " + c.Bind
 	if !c.Failing {
@@ -71,13 +71,11 @@ func withPodCheck(r Routing, c *PodCheck) Routing {
 	if c == nil {
 		return r
 	}
-	switch d := c.String(); {
-	case !c.MarkedDown() && r.State == RoutingPending:
-		r.Detail += "; " + d
-	case !c.MarkedDown():
-		r = Routing{State: RoutingPending, PendingNodes: r.PendingNodes, Detail: r.Detail + "; " + d}
-	default:
-		r.Detail += "; marked down: " + d
+	r.PodCheck = c
+	switch {
+	case !c.MarkedDown() && r.State != RoutingPending:
+		r = Routing{State: RoutingPending, PendingNodes: r.PendingNodes, Why: r.Why, PodCheck: c}
+	case c.MarkedDown():
 		r.Balancer = r.State == RoutingWithdrawn
 	}
 	return r

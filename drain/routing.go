@@ -28,14 +28,32 @@ func routingReason(r Routing) Reason {
 	return ReasonQuiet
 }
 
-// routingDetail is the routing state with what routing/ said about it.
-func routingDetail(r Routing) string {
+// Detail is what routing/ observed and, when the pod's own check is
+// combined, where that check stands: the one place the routing detail is
+// written, called where it is shown (status, the log, the drain's result).
+func (r Routing) Detail() string {
+	var d string
+	if r.Why != nil {
+		d = r.Why.Text()
+	}
+	if c := r.PodCheck; c != nil {
+		if c.MarkedDown() {
+			d += "; marked down: " + c.String()
+		} else {
+			d += "; " + c.String()
+		}
+	}
+	return d
+}
+
+// Stated is the routing state with its detail.
+func (r Routing) Stated() string {
 	s := string(r.State)
 	if s == "" {
 		s = "unknown"
 	}
-	if r.Detail != "" {
-		s += " (" + r.Detail + ")"
+	if d := r.Detail(); d != "" {
+		s += " (" + d + ")"
 	}
 	return s
 }

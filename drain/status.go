@@ -36,7 +36,8 @@ func (d *Drain) Status(now time.Time) Status {
 	if !qc.Met {
 		qc.Detail = d.q.detail(now, wd)
 	}
-	rc := Condition{Name: ConditionRouting, Met: routingMet(d.routing), Detail: routingDetail(d.routing), PendingNodes: d.routing.PendingNodes}
+	r := d.routing
+	rc := Condition{Name: ConditionRouting, Met: routingMet(r), Routing: &r, PendingNodes: r.PendingNodes}
 	s.Conditions = []Condition{qc, rc}
 	return s
 }

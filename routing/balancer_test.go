@@ -255,14 +255,14 @@ func TestBalancerKubeProxyMode(t *testing.T) {
 		got := s.Routing(s.clk.Now())
 		if got.State == drain.RoutingWithdrawn {
 			if !got.Balancer || got.APIOnly {
-				t.Fatalf("withdrawn with Balancer %v APIOnly %v, want Balancer only: %s", got.Balancer, got.APIOnly, got.Detail)
+				t.Fatalf("withdrawn with Balancer %v APIOnly %v, want Balancer only: %s", got.Balancer, got.APIOnly, got.Detail())
 			}
 			expect(t, got, drain.RoutingWithdrawn, "confirmed by kube-proxy on 2 nodes", "withdrawn by the load balancer")
 			withdrawnAt = off
 			break
 		}
-		if off >= time.Second && !strings.Contains(got.Detail, "kube-proxy not confirmed") {
-			t.Fatalf("at R+%v: %s %q, want pending on kube-proxy", off, got.State, got.Detail)
+		if off >= time.Second && !strings.Contains(got.Detail(), "kube-proxy not confirmed") {
+			t.Fatalf("at R+%v: %s %q, want pending on kube-proxy", off, got.State, got.Detail())
 		}
 	}
 	between(t, "withdrawn", withdrawnAt, 1500*ms, 1600*ms)

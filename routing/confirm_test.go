@@ -195,7 +195,7 @@ func (s *scenario) round(off time.Duration) drain.Routing {
 func (s *scenario) firstWithdrawn(from, to, step time.Duration) time.Duration {
 	for off := from; off <= to; off += step {
 		if got := s.round(off); got.State == drain.RoutingWithdrawn {
-			s.t.Logf("withdrawn at R+%v: %s", off, got.Detail)
+			s.t.Logf("withdrawn at R+%v: %s", off, got.Detail())
 			return off
 		}
 	}
@@ -250,7 +250,7 @@ func TestConfirmFrozenKubeProxyBacklog(t *testing.T) {
 	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 400*ms })
 	for off := 100 * ms; off < 4*time.Second; off += 500 * ms {
 		if got := s.round(off); got.State == drain.RoutingWithdrawn {
-			t.Fatalf("confirmed at R+%v from answers a frozen kube-proxy held: %s", off, got.Detail)
+			t.Fatalf("confirmed at R+%v from answers a frozen kube-proxy held: %s", off, got.Detail())
 		}
 	}
 	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 0 })
@@ -268,7 +268,7 @@ func TestConfirmRTTJitter(t *testing.T) {
 	s.syncsAt("n2", 5*ms, 1005*ms)
 	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 5*ms, 800*ms })
 	if got := s.round(100 * ms); got.State != drain.RoutingPending {
-		t.Fatalf("slow answer about the in-flight sync: %s (%s)", got.State, got.Detail)
+		t.Fatalf("slow answer about the in-flight sync: %s (%s)", got.State, got.Detail())
 	}
 	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 0 })
 	between(t, "confirmed", s.firstWithdrawn(950*ms, 3*time.Second, 50*ms), 2500*ms, 2550*ms)
@@ -500,7 +500,7 @@ func TestConfirmSlowAnswerAfterSync(t *testing.T) {
 	s.syncsAt("n2", 300*ms)
 	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 400*ms })
 	if got := s.round(400 * ms); got.State == drain.RoutingWithdrawn {
-		t.Fatalf("confirmed on a slow answer alone: %s", got.Detail)
+		t.Fatalf("confirmed on a slow answer alone: %s", got.Detail())
 	}
 	s.proxies["n2"].set(func(p *fakeProxy) { p.toNode, p.fromNode = 0, 0 })
 	expect(t, s.round(1000*ms), drain.RoutingWithdrawn)
@@ -554,7 +554,7 @@ func TestConfirmSilenceOnTheKeptConnection(t *testing.T) {
 		}
 	}
 	if got := s.round(800 * ms); got.State != drain.RoutingWithdrawn {
-		t.Fatalf("after the late answer on the kept connection: %s (%s), want withdrawn", got.State, got.Detail)
+		t.Fatalf("after the late answer on the kept connection: %s (%s), want withdrawn", got.State, got.Detail())
 	}
 	if n := p.requestCount() - before; n != 0 {
 		t.Errorf("%d new requests for the waiting one's answer, want 0: it was read where it waited", n)

@@ -44,11 +44,11 @@ func TestNodesLeaveTheSet(t *testing.T) {
 	}
 	// Read again only nodeRelist after the last list.
 	if got := s.round(2*time.Second + nodeRelist - 100*ms); got.State != drain.RoutingPending {
-		t.Fatalf("before the relist: %s (%s), want pending", got.State, got.Detail)
+		t.Fatalf("before the relist: %s (%s), want pending", got.State, got.Detail())
 	}
 	from := 2*time.Second + nodeRelist + 100*ms
 	if off := s.firstWithdrawn(from, from+3*time.Second, 250*ms); off < 0 {
-		t.Fatalf("not withdrawn once n3 and n4 left: %s", s.Routing(s.clk.Now()).Detail)
+		t.Fatalf("not withdrawn once n3 and n4 left: %s", s.Routing(s.clk.Now()).Detail())
 	}
 	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn, "confirmed by kube-proxy on 1 nodes", "3 nodes left the set: n3 deleted; n4 NotReady (False); n5 NotReady (Unknown)")
 }
@@ -84,7 +84,7 @@ func TestConfirmedNodeConnectionClosed(t *testing.T) {
 	s := newScenario(t, Config{})
 	s.syncsAt("n2", -5*time.Second, 30*ms)
 	if got := s.round(100 * ms); got.State != drain.RoutingPending {
-		t.Fatalf("first round: %s (%s)", got.State, got.Detail)
+		t.Fatalf("first round: %s (%s)", got.State, got.Detail())
 	}
 	if n := s.conns.open("10.0.0.2:10256"); n != 1 {
 		t.Fatalf("%d connections open to a pending node, want 1 (kept alive for the next round)", n)

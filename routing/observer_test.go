@@ -75,7 +75,7 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the withdrawal in the API", func() bool {
-		return o.Routing(o.clk.Now()).Detail != "" && o.apiWithdrawnLocked()
+		return o.Routing(o.clk.Now()).Detail() != "" && o.apiWithdrawnLocked()
 	})
 	eventually(t, "the pod's grace period", func() bool { d, ok := o.PodGracePeriod(); return ok && d == time.Minute })
 
@@ -86,7 +86,7 @@ func TestRunWatchesAndConfirms(t *testing.T) {
 	o.StopRequested(o.clk.Now())
 	eventually(t, "the first healthz round", func() bool {
 		// The answer, not only the request: the round records it after.
-		return strings.Contains(o.Routing(o.clk.Now()).Detail, "IPv4:")
+		return strings.Contains(o.Routing(o.clk.Now()).Detail(), "IPv4:")
 	})
 	expect(t, o.Routing(o.clk.Now()), drain.RoutingPending, "last sync may predate the change")
 	o.clk.Step(2 * time.Second)

@@ -82,12 +82,12 @@ func TestPeerTextBounded(t *testing.T) {
 				s.routes[a] = addr
 			}
 			got := s.round(time.Second)
-			t.Logf("detail: %d bytes", len(got.Detail))
+			t.Logf("detail: %d bytes", len(got.Detail()))
 			if got.State != drain.RoutingUnverified {
 				t.Errorf("routing %s, want unverified", got.State)
 			}
-			if len(got.Detail) > judge.MaxDetail || !strings.Contains(got.Detail, "kube-proxy not observed on 6 of 6 nodes") {
-				t.Errorf("detail of %d bytes, want at most %d naming the nodes: %.300q", len(got.Detail), judge.MaxDetail, got.Detail)
+			if len(got.Detail()) > judge.MaxDetail || !strings.Contains(got.Detail(), "kube-proxy not observed on 6 of 6 nodes") {
+				t.Errorf("detail of %d bytes, want at most %d naming the nodes: %.300q", len(got.Detail()), judge.MaxDetail, got.Detail())
 			}
 		})
 	}
@@ -100,8 +100,8 @@ func TestPeerTextBoundedBalancer(t *testing.T) {
 	s.routes["10.0.0.1:31000"] = rawAnswerer(t, []byte(hugeAnswers[0].answer))
 	got := s.round(0)
 	expect(t, got, drain.RoutingPending, "not failing (no answer: ")
-	if len(got.Detail) > 1000 {
-		t.Errorf("detail of %d bytes, want at most 1000: %.300q", len(got.Detail), got.Detail)
+	if len(got.Detail()) > 1000 {
+		t.Errorf("detail of %d bytes, want at most 1000: %.300q", len(got.Detail()), got.Detail())
 	}
 }
 

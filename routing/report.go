@@ -11,10 +11,11 @@ import (
 // watches and polls left: the rules live in judge/, which does no I/O. It
 // is recomputed at every call from the latest state: withdrawal is not
 // monotonic (kube-proxy puts a serving-terminating endpoint back when the
-// last ready one goes). Its detail is bounded.
+// last ready one goes). It carries judge's conditions, typed: their
+// detail is rendered, bounded, where it is shown.
 func (o *Observer) Routing(now time.Time) drain.Routing {
 	if o.cfg.Mode == ModeOff {
-		return drain.Routing{State: drain.RoutingOff, Detail: "routing observation off"}
+		return drain.RoutingObservationOff()
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

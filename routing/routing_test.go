@@ -20,11 +20,11 @@ import (
 func expect(t *testing.T, got drain.Routing, state drain.RoutingState, want ...string) {
 	t.Helper()
 	if got.State != state {
-		t.Fatalf("routing = %s (%s), want %s", got.State, got.Detail, state)
+		t.Fatalf("routing = %s (%s), want %s", got.State, got.Detail(), state)
 	}
 	for _, w := range want {
-		if !strings.Contains(got.Detail, w) {
-			t.Fatalf("detail %q does not say %q", got.Detail, w)
+		if !strings.Contains(got.Detail(), w) {
+			t.Fatalf("detail %q does not say %q", got.Detail(), w)
 		}
 	}
 }

@@ -89,8 +89,8 @@ func TestRoutingUnobservedPaths(t *testing.T) {
 			}
 			pc.apply(service("web", edit...))
 			pc.syncsAt("n2", 300*ms)
-			if got := pc.round(400 * ms); got.State != drain.RoutingWithdrawn || strings.Contains(got.Detail, tt.want) {
-				t.Errorf("PodChecked: routing %s (%s), want withdrawn without %q", got.State, got.Detail, tt.want)
+			if got := pc.round(400 * ms); got.State != drain.RoutingWithdrawn || strings.Contains(got.Detail(), tt.want) {
+				t.Errorf("PodChecked: routing %s (%s), want withdrawn without %q", got.State, got.Detail(), tt.want)
 			}
 		})
 	}

@@ -71,3 +71,40 @@ func TestSnapshotJSONShape(t *testing.T) {
 		})
 	}
 }
+
+// conditions is routing conditions that say a fixed text.
+type conditions string
+
+func (c conditions) Text() string { return string(c) }
+
+// The supervisor publishes the routing condition typed; its detail is
+// rendered where it is shown: the JSON's detail (the same string field a
+// client reads back) and the text.
+func TestRoutingDetailRenderedWhereShown(t *testing.T) {
+	r := drain.Routing{State: drain.RoutingPending, Why: conditions("routed here in the API: default/web"),
+		PodCheck: &drain.PodCheck{Bind: ":8404", Threshold: 2}}
+	want := "pending (routed here in the API: default/web; load balancers checking the pod at :8404: the check not failed yet)"
+	stop := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	snap := Snapshot{Phase: drain.Draining, Drain: Drain{Phase: drain.Draining, StopRequested: stop,
+		Conditions: []Condition{{Name: drain.ConditionRouting, Routing: &r}}}}
+	got, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Snapshot
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if c := back.Drain.Conditions[0]; c.Detail != want || c.Text() != want {
+		t.Errorf("detail read back from %s:\n got %q\nwant %q", got, c.Detail, want)
+	}
+	for name, s := range map[string]Snapshot{"server": snap, "client": back} {
+		var b bytes.Buffer
+		if err := Render(&b, s, stop.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b.Bytes(), []byte("pending ("+want+")")) {
+			t.Errorf("%s text does not show %q:\n%s", name, want, b.String())
+		}
+	}
+}

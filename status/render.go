@@ -42,7 +42,7 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 			fmt.Fprintf(tw, "deadline:\t%s\n", until(now, d.Deadline))
 		}
 		for _, c := range d.Conditions {
-			if c.Name == "routing" && (c.Detail == "off" || strings.HasPrefix(c.Detail, "off (")) {
+			if t := c.Text(); c.Name == "routing" && (t == "off" || strings.HasPrefix(t, "off (")) {
 				// Nothing to meet: routing is not observed, quiet decides.
 				fmt.Fprintf(tw, "condition routing:\toff (not observed: the quiet period decides)\n")
 				continue
@@ -105,8 +105,8 @@ func condition(c Condition, now time.Time) string {
 	if !c.Since.IsZero() {
 		fmt.Fprintf(&b, ", last change %s", ago(now, c.Since))
 	}
-	if c.Detail != "" {
-		fmt.Fprintf(&b, " (%s)", c.Detail)
+	if t := c.Text(); t != "" {
+		fmt.Fprintf(&b, " (%s)", t)
 	}
 	return b.String()
 }

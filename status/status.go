@@ -12,6 +12,7 @@
 package status
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -55,12 +56,34 @@ type Drain struct {
 
 // Condition is one condition of a drain under way: quiet or routing.
 type Condition struct {
-	Name   string    `json:"name"`           // drain.ConditionQuiet or drain.ConditionRouting
-	Met    bool      `json:"met"`            // holds now
-	Since  time.Time `json:"since,omitzero"` // quiet: last counted request (or drain start)
-	Detail string    `json:"detail,omitempty"`
+	Name  string    `json:"name"`           // drain.ConditionQuiet or drain.ConditionRouting
+	Met   bool      `json:"met"`            // holds now
+	Since time.Time `json:"since,omitzero"` // quiet: last counted request (or drain start)
+	// Detail is the quiet condition's detail, or, as a client reads it
+	// from the JSON, either condition's (Text).
+	Detail string `json:"detail,omitempty"`
+	// Routing is the routing condition, typed, as the supervisor publishes
+	// it: its detail is rendered when shown (Text, the JSON's detail).
+	Routing *drain.Routing `json:"-"`
 	// PendingNodes: routing only, the nodes whose kube-proxy has not confirmed.
 	PendingNodes int `json:"pendingNodes,omitempty"`
+}
+
+// Text is the condition's detail as shown: rendered from Routing when the
+// condition carries it, else Detail.
+func (c Condition) Text() string {
+	if c.Routing != nil {
+		return c.Routing.Stated()
+	}
+	return c.Detail
+}
+
+// MarshalJSON writes the condition with its detail rendered (Text).
+func (c Condition) MarshalJSON() ([]byte, error) {
+	type plain Condition
+	p := plain(c)
+	p.Detail = c.Text()
+	return json.Marshal(p)
 }
 
 // Worker is one HAProxy worker as last observed.

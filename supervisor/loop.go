@@ -29,7 +29,8 @@ type loop struct {
 	routing  Routing // nil when routing is off
 	pace     *pace   // the poller's rate; nil in tests that run no poller
 
-	lastRouting drain.Routing // for logging its changes
+	lastRouting       drain.Routing // for logging its changes
+	lastRoutingDetail string        // lastRouting's detail, as logged
 	lateSeen    int           // late arrivals logged so far
 
 	// The load balancers' health check of the pod (--lb-check-bind); nil
@@ -254,7 +255,7 @@ func (l *loop) feedRouting(now time.Time) {
 	if l.routing == nil && l.lbCheck == nil {
 		return
 	}
-	r := drain.Routing{State: drain.RoutingOff, Detail: "routing observation off"}
+	r := drain.RoutingObservationOff()
 	if l.routing != nil {
 		r = l.routing.Routing(now)
 	}
@@ -268,12 +269,13 @@ func (l *loop) feedRouting(now time.Time) {
 	}
 	l.drain.SetRouting(r, now)
 	r = l.drain.Routing()
+	detail := r.Detail()
 	if r.State != l.lastRouting.State { // the detail carries ages: it changes on every poll
-		l.log.Info("routing", "state", string(r.State), "detail", r.Detail)
-	} else if r.Detail != l.lastRouting.Detail {
-		l.log.Debug("routing", "state", string(r.State), "detail", r.Detail)
+		l.log.Info("routing", "state", string(r.State), "detail", detail)
+	} else if detail != l.lastRoutingDetail {
+		l.log.Debug("routing", "state", string(r.State), "detail", detail)
 	}
-	l.lastRouting = r
+	l.lastRouting, l.lastRoutingDetail = r, detail
 	if l.routing == nil {
 		return
 	}
@@ -361,7 +363,7 @@ func statusDrain(st drain.Status) status.Drain {
 		Reason: st.Reason, Detail: st.Detail, LateConnections: st.LateConnections,
 	}
 	for _, c := range st.Conditions {
-		d.Conditions = append(d.Conditions, status.Condition{Name: c.Name, Met: c.Met, Since: c.Since, Detail: c.Detail, PendingNodes: c.PendingNodes})
+		d.Conditions = append(d.Conditions, status.Condition{Name: c.Name, Met: c.Met, Since: c.Since, Detail: c.Detail, Routing: c.Routing, PendingNodes: c.PendingNodes})
 	}
 	return d
 }

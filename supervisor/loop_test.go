@@ -374,7 +374,7 @@ func TestLoopPodGracePeriod(t *testing.T) {
 		{"longer than --grace-period", sec(0.5), sec(45), sec(20), sec(28)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &fakeRouting{verdict: drain.Routing{State: drain.RoutingPending, Detail: "default/web"}, grace: tc.grace, graceFrom: tc.graceFrom}
+			rt := &fakeRouting{verdict: drain.Routing{State: drain.RoutingPending}, grace: tc.grace, graceFrom: tc.graceFrom}
 			sc := newScenario(t, testSettings, rt)
 			stop := sec(1)
 			sc.signal(stop, syscall.SIGTERM)
@@ -396,5 +396,30 @@ func TestLoopPodGracePeriod(t *testing.T) {
 			sc.tick(stop + tc.ddl)
 			sc.wantSent(soft, fmt.Sprintf("SIGTERM@%v", stop+tc.ddl))
 		})
+	}
+}
+
+// routingText is routing conditions that say a fixed text.
+type routingText string
+
+func (r routingText) Text() string { return string(r) }
+
+// The published routing condition carries the verdict typed, as routing/
+// gave it: status renders its detail when shown.
+func TestPublishedRoutingTyped(t *testing.T) {
+	why := routingText("routed here in the API: default/web (IPv4): endpoint still ready")
+	rt := &fakeRouting{verdict: drain.Routing{State: drain.RoutingPending, Why: why}, graceFrom: -1}
+	sc := newScenario(t, testSettings, rt)
+	sc.signal(0, syscall.SIGTERM)
+	sc.poll(sec(0.5), worker{pid: 100})
+	conds := sc.l.board.Load().Drain.Conditions
+	if len(conds) != 2 || conds[1].Name != drain.ConditionRouting {
+		t.Fatalf("published conditions %+v, want quiet and routing", conds)
+	}
+	if r := conds[1].Routing; r == nil || r.Why != drain.RoutingConditions(why) {
+		t.Fatalf("published routing %+v, want the verdict's conditions", r)
+	}
+	if got, want := conds[1].Text(), "pending ("+string(why)+")"; got != want {
+		t.Errorf("routing detail %q, want %q", got, want)
 	}
 }

@@ -10,8 +10,8 @@ import (
 // Verdict is the routing verdict as typed conditions, in the order they
 // apply: the watch, the API's paths, kube-proxy's confirmation, the
 // balancers that health-check the node, the paths not observed and the
-// load balancer delay. Routing combines them into the state and renders
-// the detail, once.
+// load balancer delay. Routing combines them into the drain's state and
+// carries them on, typed; Text renders the detail where it is shown.
 type Verdict struct {
 	NotSynced bool   // the watches have not delivered their lists
 	WatchErr  string // why, when a watch failed
@@ -95,42 +95,55 @@ type Hold struct {
 	Left       time.Duration // what is left of it; ≤ 0: passed
 }
 
-// Routing combines the conditions into the drain's routing condition and
-// renders its detail, bounded to MaxDetail bytes.
+// Routing combines the conditions into the drain's routing condition,
+// which carries them typed (Why) to where its detail is shown.
 func (v Verdict) Routing() drain.Routing {
-	r := v.routing()
-	r.Detail = boundDetail(r.Detail)
-	return r
+	c := v.combine()
+	return drain.Routing{State: c.State, PendingNodes: c.PendingNodes, APIOnly: c.APIOnly, Balancer: c.Balancer, Why: &v}
 }
 
-func (v Verdict) routing() drain.Routing {
+// Text is the conditions as the detail says them, bounded to MaxDetail
+// bytes: routing's part of drain.Routing.Detail, the one renderer.
+func (v Verdict) Text() string { return boundDetail(v.combine().Detail) }
+
+// combined is the conditions combined in order: the state they give and
+// the detail's text, written by the same step that decides.
+type combined struct {
+	State        drain.RoutingState
+	Detail       string
+	PendingNodes int
+	APIOnly      bool
+	Balancer     bool
+}
+
+func (v Verdict) combine() combined {
 	switch {
 	case v.NotSynced:
 		d := "watch not synced"
 		if v.WatchErr != "" {
 			d += ": " + v.WatchErr
 		}
-		return drain.Routing{State: drain.RoutingUnverified, Detail: d}
+		return combined{State: drain.RoutingUnverified, Detail: d}
 	case v.NoPaths:
 		d := "no EndpointSlice lists this pod"
 		if len(v.Unobserved) > 0 {
 			d += "; not observed: " + named(v.Unobserved)
 		}
-		return v.Hold.apply(drain.Routing{State: drain.RoutingUnverified, Detail: d})
+		return v.Hold.apply(combined{State: drain.RoutingUnverified, Detail: d})
 	case len(v.API.Pending) > 0:
-		return drain.Routing{State: drain.RoutingPending, Detail: "routed here in the API: " + named(v.API.Pending)}
+		return combined{State: drain.RoutingPending, Detail: "routed here in the API: " + named(v.API.Pending)}
 	}
 	api := fmt.Sprintf("withdrawn in the API %v ago: %s", v.API.Ago.Round(time.Millisecond), named(v.API.Withdrawn))
-	var r drain.Routing
+	var r combined
 	if v.KubeProxy == nil {
-		r = drain.Routing{State: drain.RoutingWithdrawn, APIOnly: true, Detail: api + " (kube-proxy not observed)"}
+		r = combined{State: drain.RoutingWithdrawn, APIOnly: true, Detail: api + " (kube-proxy not observed)"}
 	} else {
 		r = v.KubeProxy.apply(api)
 	}
 	r = v.NodeBalancers.apply(r)
 	if r.State != drain.RoutingPending && len(v.Unobserved) > 0 {
 		// Paths kube-proxy does not carry: never withdrawn, only unverified.
-		r = drain.Routing{State: drain.RoutingUnverified, Detail: r.Detail + "; not observed: " + named(v.Unobserved)}
+		r = combined{State: drain.RoutingUnverified, Detail: r.Detail + "; not observed: " + named(v.Unobserved)}
 	}
 	return v.Hold.apply(r)
 }
@@ -138,36 +151,36 @@ func (v Verdict) routing() drain.Routing {
 // apply is the verdict once the API says withdrawn (api): every node
 // confirmed → withdrawn; any node pending → pending; otherwise unverified,
 // naming the nodes not observed.
-func (kp *KubeProxy) apply(api string) drain.Routing {
+func (kp *KubeProxy) apply(api string) combined {
 	if len(kp.Left) > 0 {
 		api += fmt.Sprintf("; %d nodes left the set: %s", len(kp.Left), named(kp.Left))
 	}
 	switch kp.Phase {
 	case KubeProxyNotAsked:
-		return drain.Routing{State: drain.RoutingPending, Detail: api + "; kube-proxy is asked once the stop is requested"}
+		return combined{State: drain.RoutingPending, Detail: api + "; kube-proxy is asked once the stop is requested"}
 	case KubeProxyListFailed:
-		return drain.Routing{State: drain.RoutingUnverified, Detail: api + "; " + kp.Err}
+		return combined{State: drain.RoutingUnverified, Detail: api + "; " + kp.Err}
 	case KubeProxyNotListed:
-		return drain.Routing{State: drain.RoutingPending, Detail: api + "; nodes not listed yet"}
+		return combined{State: drain.RoutingPending, Detail: api + "; nodes not listed yet"}
 	case KubeProxyNoNodes:
-		return drain.Routing{State: drain.RoutingUnverified, Detail: api + "; the node list is empty"}
+		return combined{State: drain.RoutingUnverified, Detail: api + "; the node list is empty"}
 	}
 	switch {
 	case len(kp.Pending) > 0:
-		return drain.Routing{State: drain.RoutingPending, PendingNodes: len(kp.Pending), Detail: fmt.Sprintf(
+		return combined{State: drain.RoutingPending, PendingNodes: len(kp.Pending), Detail: fmt.Sprintf(
 			"%s; kube-proxy not confirmed on %d of %d nodes: %s", api, len(kp.Pending), kp.Total, named(kp.Pending))}
 	case len(kp.Unverified) > 0:
-		return drain.Routing{State: drain.RoutingUnverified, Detail: fmt.Sprintf(
+		return combined{State: drain.RoutingUnverified, Detail: fmt.Sprintf(
 			"%s; kube-proxy not observed on %d of %d nodes: %s; confirmed on the others", api, len(kp.Unverified), kp.Total, named(kp.Unverified))}
 	}
-	return drain.Routing{State: drain.RoutingWithdrawn, Detail: fmt.Sprintf("%s; confirmed by kube-proxy on %d nodes", api, kp.Total)}
+	return combined{State: drain.RoutingWithdrawn, Detail: fmt.Sprintf("%s; confirmed by kube-proxy on %d nodes", api, kp.Total)}
 }
 
 // apply holds a verdict that would let the drain end while an external
 // path still sends here: pending until, for every withdrawn path with a
 // balancer, the node's health check has been seen failing for the
 // balancer's window. Once all have, a withdrawn verdict says Balancer.
-func (nb *NodeBalancers) apply(r drain.Routing) drain.Routing {
+func (nb *NodeBalancers) apply(r combined) combined {
 	if nb == nil || r.State == drain.RoutingPending {
 		return r
 	}
@@ -180,7 +193,7 @@ func (nb *NodeBalancers) apply(r drain.Routing) drain.Routing {
 		}
 	}
 	if len(pending) > 0 {
-		return drain.Routing{State: drain.RoutingPending, PendingNodes: r.PendingNodes, Detail: fmt.Sprintf(
+		return combined{State: drain.RoutingPending, PendingNodes: r.PendingNodes, Detail: fmt.Sprintf(
 			"%s; external traffic to node %s (externalTrafficPolicy Local, no other ready pod there) still comes here until the load balancer marks the node down: %s",
 			r.Detail, nb.Node, named(pending))}
 	}
@@ -211,15 +224,15 @@ func (c ServiceCheck) String() string {
 // apply keeps a verdict that would let the drain end pending until the
 // load balancer delay has passed, for load balancers that target pod IPs
 // and keep sending after deregistration.
-func (h *Hold) apply(r drain.Routing) drain.Routing {
+func (h *Hold) apply(r combined) combined {
 	if h == nil || r.State == drain.RoutingPending {
 		return r
 	}
 	if h.NotStarted {
-		return drain.Routing{State: drain.RoutingPending, Detail: r.Detail + "; load balancer delay not started: the stop is not requested yet"}
+		return combined{State: drain.RoutingPending, Detail: r.Detail + "; load balancer delay not started: the stop is not requested yet"}
 	}
 	if h.Left > 0 {
-		return drain.Routing{State: drain.RoutingPending, Detail: fmt.Sprintf("%s; holding %v more for load balancers to stop sending (load balancer delay %v)",
+		return combined{State: drain.RoutingPending, Detail: fmt.Sprintf("%s; holding %v more for load balancers to stop sending (load balancer delay %v)",
 			r.Detail, h.Left.Round(time.Millisecond), h.Delay)}
 	}
 	return r

@@ -15,11 +15,11 @@ import (
 func expectRouting(t *testing.T, got drain.Routing, state drain.RoutingState, want ...string) {
 	t.Helper()
 	if got.State != state {
-		t.Errorf("state %s, want %s (%s)", got.State, state, got.Detail)
+		t.Errorf("state %s, want %s (%s)", got.State, state, got.Detail())
 	}
 	for _, w := range want {
-		if !strings.Contains(got.Detail, w) {
-			t.Errorf("detail %q does not say %q", got.Detail, w)
+		if !strings.Contains(got.Detail(), w) {
+			t.Errorf("detail %q does not say %q", got.Detail(), w)
 		}
 	}
 }
