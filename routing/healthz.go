@@ -50,6 +50,7 @@ func parseHealthz(body []byte) (judge.Healthz, error) {
 	if len(h.Families) == 0 {
 		return judge.Healthz{}, errNoFamilyStatus
 	}
+	h.Proxy = judge.ProxyKubeProxy
 	return h, nil
 }
 
@@ -71,7 +72,9 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // answer came: on a connection that had carried one before (the same
 // kube-proxy process), or on a new one because the node had closed that
 // connection (possibly a new process). A nil error with ctx ended is not
-// returned: the caller checks ctx.
+// returned: the caller checks ctx. h.Proxy names what answered: the answer
+// of an emulation whose lastUpdated is no sync (Cilium, OVN-Kubernetes)
+// comes with a nil error and no families, for the judgement to refuse.
 func (c *healthzClient) fetch(ctx context.Context, addr string, timeout time.Duration) (h judge.Healthz, sent, received time.Time, via answer, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -93,8 +96,16 @@ func (c *healthzClient) fetch(ctx context.Context, addr string, timeout time.Dur
 	}
 	h, err = parseHealthz(body)
 	if err != nil {
+		if e, ok := parseEmulated(status, body); ok {
+			return e, sent, received, via, nil
+		}
 		// encoding/json and time quote the body's keys and values.
-		return judge.Healthz{}, sent, received, via, &judge.PollError{Msg: fmt.Sprintf("healthz at %s: %s", addr, clipPeer(err.Error()))}
+		pe := &judge.PollError{Msg: fmt.Sprintf("healthz at %s: %s", addr, clipPeer(err.Error()))}
+		if errors.Is(err, errNoFamilyStatus) {
+			pe.Proxy = judge.ProxyKubeProxyOld
+			pe.Msg = fmt.Sprintf("healthz at %s answers as %s: %s", addr, pe.Proxy, pe.Proxy.Why())
+		}
+		return judge.Healthz{}, sent, received, via, pe
 	}
 	return h, sent, received, via, nil
 }

@@ -57,8 +57,12 @@ func pickMode(ctx context.Context, client API, id Identity, port int, dial dialF
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
 	hc := newHealthzClient(dial, 500*time.Millisecond)
 	defer hc.CloseIdleConnections()
-	if _, _, _, _, err := hc.fetch(ctx, addr, time.Second); err != nil {
+	h, _, _, _, err := hc.fetch(ctx, addr, time.Second)
+	switch {
+	case err != nil:
 		return ModeEndpointSlices, fmt.Sprintf("kube-proxy healthz of node %s: %v", id.NodeName, err)
+	case h.Proxy.NoSync():
+		return ModeEndpointSlices, fmt.Sprintf("healthz of node %s at %s answers as %s: %s", id.NodeName, addr, h.Proxy, h.Proxy.Why())
 	}
 	return ModeKubeProxy, fmt.Sprintf("nodes can be listed and kube-proxy healthz of node %s at %s answers with per-family status", id.NodeName, addr)
 }

@@ -179,6 +179,9 @@ type NodeHealth struct {
 	// Pending: it accepted the connection and did not answer in time (a
 	// frozen kube-proxy); a drain holds such a node pending.
 	Pending bool
+	// Proxy is what answered, as far as the answer tells; ProxyUnknown
+	// when nothing answered or the answer names no known proxy.
+	Proxy judge.Proxy
 	// Families: the age of the last rule sync per address family, in the
 	// node's clock (currentTime − lastUpdated), and whether it is healthy.
 	Families []FamilySync
@@ -238,8 +241,13 @@ func probeNode(ctx context.Context, hc *healthzClient, n NodeHealth) NodeHealth 
 	if err != nil {
 		n.Err = err.Error()
 		if pe, ok := err.(*judge.PollError); ok {
-			n.Pending = pe.Pending
+			n.Pending, n.Proxy = pe.Pending, pe.Proxy
 		}
+		return n
+	}
+	n.Proxy = h.Proxy
+	if h.Proxy.NoSync() {
+		n.Err = fmt.Sprintf("healthz at %s answers as %s: %s", n.Addr, h.Proxy, h.Proxy.Why())
 		return n
 	}
 	for fam, f := range h.Families {

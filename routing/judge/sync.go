@@ -175,6 +175,13 @@ const stepTolerance = 50 * time.Millisecond
 // so no restart came in between and a new lastUpdated is a sync; without it,
 // a new lastUpdated may be a start stamp (syncFacts.startStamp, firstAnswer).
 func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration, sameProcess bool) {
+	if h.Proxy.NoSync() {
+		// An emulated healthz (Cilium, OVN-Kubernetes): its lastUpdated is
+		// no sync, so it is a poll that told nothing, and whatever answers
+		// after it is another process.
+		n.Failed(&PollError{Msg: "healthz at " + n.Addr + " answers as " + h.Proxy.String() + ": " + h.Proxy.Why(), Proxy: h.Proxy}, sent, received)
+		return
+	}
 	failed := n.failed && !sameProcess
 	n.answered, n.problem, n.failed = true, nil, false
 	if received.Sub(sent) > quickAnswer {
@@ -345,6 +352,7 @@ func (ru Rule) Node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 type Healthz struct {
 	CurrentTime time.Time // node clock
 	Families    map[discovery.AddressType]FamilyHealth
+	Proxy       Proxy // what answered; Record refuses the stamps of one whose lastUpdated is no sync
 }
 
 // FamilyHealth is one family's status in a healthz answer.
@@ -359,6 +367,7 @@ type FamilyHealth struct {
 type PollError struct {
 	Pending bool
 	Msg     string
+	Proxy   Proxy // what answered, when an answer came and named it
 }
 
 func (e *PollError) Error() string { return e.Msg }

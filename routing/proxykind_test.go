@@ -1,0 +1,168 @@
+package routing
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing/judge"
+)
+
+// serveRaw answers every request on a loopback listener with the bytes of
+// file, as the proxy wrote them (status line, headers, body), and returns
+// the listener's address.
+func serveRaw(t *testing.T, file string) string {
+	t.Helper()
+	answer, err := os.ReadFile(filepath.Join("testdata", "proxies", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return // the listener closed
+			}
+			go func() {
+				defer conn.Close()
+				conn.SetDeadline(time.Now().Add(5 * time.Second))
+				r := bufio.NewReader(conn)
+				for {
+					if _, err := http.ReadRequest(r); err != nil {
+						return
+					}
+					if _, err := conn.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// The answers of each service proxy's healthz, status line and headers
+// included, as their sources write them (read 2026-12): kube-proxy 1.37's
+// and 1.32's pkg/proxy/healthcheck/proxy_health.go; Calico felix's eBPF
+// kube-proxy replacement (bpf/proxy) and Antrea's proxyAll
+// (pkg/agent/proxy), which both serve kube-proxy's ProxyHealthServer and
+// stamp a family after their datapath writes; Cilium's
+// kube-proxy-replacement healthz (pkg/healthz) and OVN-Kubernetes'
+// node healthz (go-controller/pkg/node/healthcheck_node.go), which write
+// `{"lastUpdated": %q,"currentTime": %q}` of Go times. The first three
+// are evidence of a sync; the emulations never are; kube-proxy before
+// 1.33 has no per-family stamp.
+func TestFetchNamesTheProxy(t *testing.T) {
+	tests := []struct {
+		file     string
+		proxy    judge.Proxy
+		families []discovery.AddressType // accepted with these; nil: not evidence
+		errHas   string                  // the poll fails saying this
+	}{
+		{file: "kube-proxy-1.37.http", proxy: judge.ProxyKubeProxy, families: []discovery.AddressType{"IPv4"}},
+		{file: "calico-ebpf.http", proxy: judge.ProxyKubeProxy, families: []discovery.AddressType{"IPv4"}},
+		{file: "antrea-proxyall.http", proxy: judge.ProxyKubeProxy, families: []discovery.AddressType{"IPv4", "IPv6"}},
+		{file: "kube-proxy-1.32.http", proxy: judge.ProxyKubeProxyOld, errHas: "no per-family status"},
+		{file: "cilium.http", proxy: judge.ProxyEmulated},
+		{file: "cilium-unhealthy.http", proxy: judge.ProxyEmulated},
+		{file: "ovn-kubernetes.http", proxy: judge.ProxyOVN},
+		{file: "ovn-kubernetes-terminating.http", proxy: judge.ProxyEmulated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			addr := serveRaw(t, tt.file)
+			hc := newHealthzClient((&net.Dialer{}).DialContext, time.Second)
+			defer hc.CloseIdleConnections()
+			h, _, _, _, err := hc.fetch(t.Context(), addr, 5*time.Second)
+			if tt.errHas != "" {
+				var pe *judge.PollError
+				if !errors.As(err, &pe) || pe.Proxy != tt.proxy || !strings.Contains(pe.Msg, tt.errHas) {
+					t.Fatalf("fetch = %+v, %v; want a poll error naming %v, saying %q", h, err, tt.proxy, tt.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("fetch: %v", err)
+			}
+			if h.Proxy != tt.proxy {
+				t.Fatalf("proxy = %v, want %v", h.Proxy, tt.proxy)
+			}
+			if h.Proxy.NoSync() != (tt.families == nil) {
+				t.Fatalf("%v: NoSync = %v, want %v", h.Proxy, h.Proxy.NoSync(), tt.families == nil)
+			}
+			if len(h.Families) != len(tt.families) {
+				t.Fatalf("families = %v, want %v", h.Families, tt.families)
+			}
+			for _, f := range tt.families {
+				if _, ok := h.Families[f]; !ok {
+					t.Fatalf("families = %v, want %v", h.Families, tt.families)
+				}
+			}
+		})
+	}
+}
+
+// Only the emulation's exact shape is named so; anything else stays "not
+// kube-proxy healthz".
+func TestParseEmulatedRejects(t *testing.T) {
+	const now = "2026-03-02 10:00:07.412309871 +0000 UTC m=+3421.004512311"
+	tests := []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"kube-proxy's RFC 3339 times", 200, `{"lastUpdated":"2026-03-02T10:00:07Z","currentTime":"2026-03-02T10:00:07Z"}`},
+		{"a third key", 200, `{"lastUpdated": "` + now + `","currentTime": "` + now + `","healthy":true}`},
+		{"lastUpdated after currentTime", 200, `{"lastUpdated": "2026-03-02 10:00:08 +0000 UTC","currentTime": "` + now + `"}`},
+		{"another status", 500, `{"lastUpdated": "` + now + `","currentTime": "` + now + `"}`},
+		{"trailing data", 200, `{"lastUpdated": "` + now + `","currentTime": "` + now + `"}{}`},
+		{"numbers", 200, `{"lastUpdated": 1,"currentTime": 2}`},
+	}
+	for _, tt := range tests {
+		if h, ok := parseEmulated(tt.status, []byte(tt.body)); ok {
+			t.Errorf("%s: parseEmulated = %+v, want rejected", tt.name, h)
+		}
+	}
+}
+
+// A node whose healthz is Cilium's or OVN-Kubernetes' emulation never
+// confirms, however late its lastUpdated: the node is unverified, named
+// with the proxy, and the drain ends `unverified` on the quiet period
+// (bounded by max wait), never `routed-away`; the other nodes are still
+// judged.
+func TestConfirmEmulatedHealthzNeverConfirms(t *testing.T) {
+	for _, file := range []string{"cilium.http", "ovn-kubernetes.http"} {
+		t.Run(file, func(t *testing.T) {
+			answer, err := os.ReadFile(filepath.Join("testdata", "proxies", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, body, _ := strings.Cut(string(answer), "\r\n\r\n")
+			s := newLateScenario(t, Config{}, "n2", "n3")
+			s.syncsAt("n2", 1100*ms) // n2's kube-proxy syncs the withdrawal
+			s.proxies["n3"].set(func(p *fakeProxy) { p.body = body })
+			for off := 500 * ms; off <= 10*time.Second; off += 500 * ms {
+				got := s.round(off)
+				if got.State == drain.RoutingWithdrawn {
+					t.Fatalf("withdrawn at R+%v on an emulated healthz's word: %+v", off, got)
+				}
+			}
+			expect(t, s.round(10*time.Second), drain.RoutingUnverified,
+				"kube-proxy not observed on 1 of 2 nodes: n3: healthz at 10.0.0.3:10256 answers as", "kube-proxy healthz emulation", "never a rule sync", "confirmed on the others")
+		})
+	}
+}
