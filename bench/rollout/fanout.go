@@ -210,7 +210,7 @@ func fanoutChild() error {
 	done := make(chan error, 1)
 	go func() { done <- obs.Run(ctx) }()
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.HasPrefix(obs.Routing(time.Now()).Detail, "routed here in the API") {
+	for !strings.HasPrefix(obs.Routing(time.Now()).Detail(), "routed here in the API") {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("observer not synced after 20s: %+v", obs.Routing(time.Now()))
 		}
@@ -231,7 +231,7 @@ func fanoutChild() error {
 	end := time.Now().Add(15 * time.Second)
 	for time.Now().Before(end) {
 		v := obs.Routing(time.Now())
-		rep.State, rep.Detail = string(v.State), v.Detail
+		rep.State, rep.Detail = string(v.State), v.Detail()
 		if v.State == drain.RoutingWithdrawn {
 			rep.ConfirmedAt = time.Now().UnixNano()
 			break

@@ -80,7 +80,7 @@ func run(n, per, changes, churn int) error {
 	syncWaits := &waits{}
 	stopProbe := syncWaits.probe(obs)
 	if err := until(obs, 120*time.Second, func(r drain.Routing) bool {
-		return r.State == drain.RoutingPending && strings.HasPrefix(r.Detail, "routed here in the API")
+		return r.State == drain.RoutingPending && strings.HasPrefix(r.Detail(), "routed here in the API")
 	}); err != nil {
 		return fmt.Errorf("initial sync: %w", err)
 	}
@@ -207,7 +207,7 @@ func until(obs *routing.Observer, bound time.Duration, ok func(drain.Routing) bo
 			return nil
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("verdict not reached within %s: %s: %s", bound, r.State, r.Detail)
+			return fmt.Errorf("verdict not reached within %s: %s: %s", bound, r.State, r.Detail())
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
