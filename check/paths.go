@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // pathRows shows the Services whose slices list the pod and every path a
@@ -117,8 +119,14 @@ func kubeProxyRows(ctx context.Context, r *Report, client API, port int) {
 	for _, n := range nodes {
 		if n.Err != "" {
 			fix := fmt.Sprintf("let the pod reach TCP %d on the node (NetworkPolicy egress) and run kube-proxy 1.33 or later there: a drain reads this node unverified", port)
-			if n.Pending {
+			switch {
+			case n.Pending:
 				fix = "check kube-proxy on the node: it accepted and did not answer, and a drain holds such a node pending until the bound"
+			case n.Proxy.NoSync():
+				fix = "nothing on this node proves a rule sync: drains read it unverified and end " + string(drain.ReasonUnverified) +
+					" on the quiet period; set --routing endpointslices to say so (docs/routing.md, other service proxies)"
+			case n.Proxy == judge.ProxyKubeProxyOld:
+				fix = "run kube-proxy 1.33 or later (or a Calico or Antrea release built on its code) on the node: a drain reads this node unverified"
 			}
 			r.add(AreaKubeProxy, "node "+n.Node, Warn, n.Err, fix)
 			continue
@@ -132,7 +140,7 @@ func kubeProxyRows(ctx context.Context, r *Report, client API, port int) {
 	}
 	if len(good) <= maxNodeRows {
 		for _, n := range good {
-			r.add(AreaKubeProxy, "node "+n.Node, OK, fmt.Sprintf("healthz at %s: %s", n.Addr, syncs(n)), "")
+			r.add(AreaKubeProxy, "node "+n.Node, OK, fmt.Sprintf("healthz at %s answers as %s: %s", n.Addr, n.Proxy, syncs(n)), "")
 		}
 		return
 	}
@@ -142,7 +150,7 @@ func kubeProxyRows(ctx context.Context, r *Report, client API, port int) {
 			oldest = n
 		}
 	}
-	r.add(AreaKubeProxy, fmt.Sprintf("%d nodes", len(good)), OK, fmt.Sprintf("healthz answers with per-family status; oldest last sync: node %s, %s", oldest.Node, syncs(oldest)), "")
+	r.add(AreaKubeProxy, fmt.Sprintf("%d nodes", len(good)), OK, fmt.Sprintf("healthz answers as %s, with per-family status; oldest last sync: node %s, %s", judge.ProxyKubeProxy, oldest.Node, syncs(oldest)), "")
 }
 
 func unhealthyFamilies(n routing.NodeHealth) string {
