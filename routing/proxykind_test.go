@@ -166,3 +166,23 @@ func TestConfirmEmulatedHealthzNeverConfirms(t *testing.T) {
 		})
 	}
 }
+
+// A node whose kube-proxy answered the baseline and whose healthz then
+// answers as an emulation (the proxy replaced during the drain) keeps the
+// baseline's sync, which predates the change: pending, the bound at worst,
+// naming what answered last.
+func TestConfirmEmulatedAfterBaseline(t *testing.T) {
+	answer, err := os.ReadFile(filepath.Join("testdata", "proxies", "cilium.http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(answer), "\r\n\r\n")
+	s := newScenario(t, Config{}, "n2")
+	s.proxies["n2"].set(func(p *fakeProxy) { p.body = body })
+	for off := 500 * ms; off <= 10*time.Second; off += 500 * ms {
+		if got := s.round(off); got.State != drain.RoutingPending {
+			t.Fatalf("routing at R+%v = %s (%s), want pending", off, got.State, got.Detail())
+		}
+	}
+	expect(t, s.round(10*time.Second), drain.RoutingPending, "no sync since the change", "last poll failed: healthz at 10.0.0.2:10256 answers as Cilium's kube-proxy replacement")
+}

@@ -43,3 +43,18 @@ func TestNodeAfterAnEmulatedAnswer(t *testing.T) {
 	s.answer(1700*ms, 10*ms, 1500*ms) // late enough, but first after a refused answer
 	s.expect(NodePending, "healthz failed before this lastUpdated")
 }
+
+// Cilium's healthCheckNodePort server answers with kube-proxy's JSON
+// without serviceProxyHealthy (json.Encoder's trailing newline included),
+// 503 once the node has no active local backend: the external path's
+// window can be read there as from kube-proxy.
+func TestReadServiceHealthCilium(t *testing.T) {
+	failing, answer := ReadServiceHealth(503, []byte(`{"service":{"namespace":"default","name":"web"},"localEndpoints":0}`+"\n"), "default", "web")
+	if !failing || answer != "HTTP 503, localEndpoints 0" {
+		t.Fatalf("ReadServiceHealth = %v, %q; want failing", failing, answer)
+	}
+	failing, _ = ReadServiceHealth(200, []byte(`{"service":{"namespace":"default","name":"web"},"localEndpoints":1}`+"\n"), "default", "web")
+	if failing {
+		t.Fatal("a node with a local backend read as failing")
+	}
+}
