@@ -38,3 +38,20 @@ func newEnv(ctx context.Context, t harness.TB, nodes int, proxyMode string) (*en
 		corev1.ServicePort{Name: "h2", Port: h2Port, TargetPort: intstr.FromInt32(8081)})
 	return e, err
 }
+
+// kubeProxyMetricsPort is where -kube-proxy-metrics has kube-proxy serve
+// its metrics on each node's address (kube-proxy's default port).
+const kubeProxyMetricsPort = 10249
+
+// harnessServesProxyMetrics says whether the k8s harness can run
+// kube-proxy with its metrics on the node address; until it can,
+// -kube-proxy-metrics is refused.
+const harnessServesProxyMetrics = false
+
+// metricsFlag is the flag a report prints for the metrics witness.
+func metricsFlag(on bool) string {
+	if on {
+		return " -kube-proxy-metrics"
+	}
+	return ""
+}

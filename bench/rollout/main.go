@@ -69,6 +69,7 @@ type options struct {
 	campaignSeed   uint64          // replay the one rollout of this seed
 	campaignReport string          // drain files to report together; "": none
 	proxyMode      string          // kube-proxy's mode: nftables or iptables
+	metrics        bool            // kube-proxy's metrics on the node address, read by hapsuper
 }
 
 func main() {
@@ -90,6 +91,7 @@ func main() {
 	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
 	flag.BoolVar(&o.balancer, "balancer", true, "run the rollouts behind a health-checking load balancer (externalTrafficPolicy Local) after the matrix")
 	flag.BoolVar(&o.balancerOnly, "balancer-only", false, "run only the rollouts behind the load balancer, results in bench/rollout/BALANCER.md")
+	flag.BoolVar(&o.metrics, "kube-proxy-metrics", false, "run kube-proxy with its metrics on the node address and the hapsuper strategies with --kube-proxy-metrics-port (the metrics witness); the matrix's and the campaign's reports say which")
 	flag.StringVar(&o.proxyMode, "proxy-mode", "nftables", "kube-proxy's mode on the nodes: nftables or iptables")
 	flag.IntVar(&o.campaign, "campaign", 0, "run only the fault campaign: this many hapsuper drains with random faults, results in bench/rollout/CAMPAIGN.md")
 	flag.Uint64Var(&o.seed, "seed", 0, "the campaign's seed (default: from the clock; printed)")
@@ -143,6 +145,9 @@ func (o options) withDefaults(pats, strats string) (options, error) {
 	}
 	if o.proxyMode != "nftables" && o.proxyMode != "iptables" {
 		return o, fmt.Errorf("-proxy-mode %q: use nftables or iptables", o.proxyMode)
+	}
+	if o.metrics && !harnessServesProxyMetrics {
+		return o, fmt.Errorf("-kube-proxy-metrics: the k8s harness cannot run kube-proxy with its metrics on the node address yet; run without it")
 	}
 	if o.campaign < 0 {
 		return o, fmt.Errorf("-campaign %d: give a number of drains above 0", o.campaign)
@@ -256,6 +261,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 	var x extras
 	x.smoke = o.smoke
+	x.metrics = o.metrics
 	if o.tpRounds > 0 {
 		r.printf("throughput: %d A/B rounds of HAProxy bare and under hapsuper (bench/throughput)\n", o.tpRounds)
 		if x.throughput, err = runThroughput(root, bin, o.tpRounds, out); err != nil {
@@ -314,7 +320,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 	if o.campaign > 0 {
 		r.printf("campaign: %d drains, seed %d\n", o.campaign, o.seed)
-		flags := fmt.Sprintf("-campaign %d -seed %d -proxy-mode %s", o.campaign, o.seed, o.proxyMode)
+		flags := fmt.Sprintf("-campaign %d -seed %d -proxy-mode %s", o.campaign, o.seed, o.proxyMode) + metricsFlag(o.metrics)
 		jsonl := strings.TrimSuffix(o.results, ".md") + ".jsonl"
 		ds, err := r.runCampaign(ctx, o.campaign, o.seed, func(ds []campaignDrain) {
 			table := campaignReport(ds, o.seed, flags, time.Since(began)) +

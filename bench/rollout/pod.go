@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 )
@@ -72,7 +75,11 @@ func (r *runner) startPod(ctx context.Context, node int, name string, s strategy
 		return p, p.waitListening()
 	}
 	mode := s.routingMode()
-	p.Container = e.StartHapsuper(r.t, pod, dir, kube.Hapsuper{Routing: mode, Grace: r.opts.grace, QuietPeriod: quietPeriod, Flags: s.args, Config: cfg})
+	flags := s.args
+	if r.opts.metrics && mode == conf.RoutingKubeProxy {
+		flags = append(slices.Clone(flags), "--kube-proxy-metrics-port", strconv.Itoa(kubeProxyMetricsPort))
+	}
+	p.Container = e.StartHapsuper(r.t, pod, dir, kube.Hapsuper{Routing: mode, Grace: r.opts.grace, QuietPeriod: quietPeriod, Flags: flags, Config: cfg})
 	return p, nil
 }
 

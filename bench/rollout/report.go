@@ -17,6 +17,7 @@ type extras struct {
 	scale      *scaleResult
 	total      time.Duration
 	smoke      bool
+	metrics    bool // kube-proxy served its metrics and hapsuper read them
 }
 
 // report renders RESULTS.md: the matrix table, the sleep-N search, the
@@ -34,8 +35,13 @@ func report(m *matrix, x extras, grace time.Duration) string {
 		"withdrawn = hapsuper's `routing state=withdrawn` for hapsuper, else the last node's nftables rules without the pod (polled every 50 ms); "+
 		"withdrawn → soft stop is negative when HAProxy closed its listeners while a node still routed to it; "+
 		"new conns to the old pod after withdrawn counts requests on fresh connections (new-conns, pause, slow) sent after that instant and answered by the stopping pod: above 0 means the withdrawal was declared before a node's rules dropped the pod (n/a for kept-alive connections, which may rightly still reach it).\n\n",
-		map[bool]string{true: " --smoke", false: ""}[x.smoke], x.total.Round(time.Second), grace)
+		map[bool]string{true: " --smoke", false: ""}[x.smoke]+metricsFlag(x.metrics), x.total.Round(time.Second), grace)
 	b.WriteString(cellTable(m.cells))
+	fmt.Fprintf(&b, "\n## Excess over the floor\n\n"+
+		"A drain's floor is the later of the last node's rules dropping the pod and the end of the last request the pod answered that was sent before then (in flight while a node still routed to it): no drain that waits only for what it can know soft-stops earlier. "+
+		"Per cell, each drain position's floor in seconds after its delete (rules, → the last in-flight request's end when later) and the soft stop minus the floor: the drain's cost beyond what the cluster forced. Negative: HAProxy closed its listeners before the floor. kube-proxy metrics witness: %s.\n\n",
+		map[bool]string{true: "on", false: "off"}[x.metrics])
+	b.WriteString(floorTable(m.cells))
 	if len(m.search) > 0 {
 		b.WriteString("\n## sleep-N search\n\nEach candidate runs the cells above in order, frozen kube-proxy first, and stops at its first cell with a failure.\n\n")
 		b.WriteString("| preStop sleep | cells run | failures | first cell with failures |\n|---|--:|--:|---|\n")
@@ -74,7 +80,7 @@ func targets(m *matrix, x extras) []target {
 	var out []target
 	hs := cellsOf(m, "hapsuper")
 	for _, name := range hapsuperStrategies(m) {
-		out = append(out, drainTargets(m, name)...)
+		out = append(out, drainTargets(m, name, x.metrics)...)
 	}
 	if len(hs) > 0 {
 		var rss []int64
@@ -137,10 +143,11 @@ func hapsuperStrategies(m *matrix) []string {
 
 // drainTargets judges one hapsuper strategy's cells: no failure, the
 // withdrawn → soft stop median within its quiet once withdrawn + 0.3 s,
-// kept-alive cells ending routed-away, and its all-cells median drain
-// against sleep-N's (1.5× for hapsuper, 2.5× with a withdrawn quiet period
-// of 0.5 s).
-func drainTargets(m *matrix, name string) []target {
+// kept-alive cells ending routed-away, and the soft stop's excess over the
+// floor (excessTargets); its all-cells median drain against sleep-N's is
+// measured, not judged: half the cells freeze a kube-proxy, and no
+// truthful drain ends before it syncs, so that ratio measures the cell mix.
+func drainTargets(m *matrix, name string, metrics bool) []target {
 	hs := cellsOf(m, name)
 	var out []target
 	failed, worst := 0, ""
@@ -175,19 +182,14 @@ func drainTargets(m *matrix, name string) []target {
 	out = append(out, target{name + ": every drain ends routed-away (kept-alive and h2 included)",
 		fmt.Sprintf("%d of %d drains not routed-away", len(notRouted), len(allDrains(hs))), verdict(len(notRouted) == 0, strings.Join(notRouted, "; "))})
 
-	want := 1.5
-	if wq <= 500*time.Millisecond {
-		want = 2.5
-	}
+	out = append(out, excessTargets(hs, name, wq, metrics)...)
 	if m.sleepN > 0 {
 		sn := cellsOf(m, sleepFor(m.sleepN).name)
 		h, s := median(allDrains(hs)), median(allDrains(sn))
-		ratio := float64(s) / float64(h)
-		out = append(out, target{fmt.Sprintf("%s: drain ≥ %.1f× shorter than sleep-N (%v), medians over all cells", name, want, m.sleepN),
-			fmt.Sprintf("%s %s s, sleep-N %s s: %.2f×", name, secs(h), secs(s), ratio),
-			verdict(ratio >= want, fmt.Sprintf("%.2f× < %.1f×", ratio, want))})
-	} else if len(m.search) > 0 {
-		out = append(out, target{name + ": drain shorter than sleep-N", "no sleep-N had 0 failures", "n/a: sleep-N did not exist"})
+		o := median(oracleDrains(hs))
+		out = append(out, target{fmt.Sprintf("%s: median drain over all cells against sleep-N (%v): the cell mix, not a target", name, m.sleepN),
+			fmt.Sprintf("%s %s s, sleep-N %s s: %.2f×; soft-stopping at the floor would give %s s: %.2f×", name, secs(h), secs(s), float64(s)/float64(h), secs(o), float64(s)/float64(o)),
+			"measured"})
 	}
 	return out
 }
