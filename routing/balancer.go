@@ -42,9 +42,9 @@ func (o *Observer) balancerRound(ctx context.Context) {
 		return
 	}
 	targets, _ := o.balancerTargets()
-	for k := range o.checks {
+	for k := range o.lbNodeChecks {
 		if _, ok := targets[k]; !ok {
-			delete(o.checks, k) // no longer needed: a later need starts afresh
+			delete(o.lbNodeChecks, k) // no longer needed: a later need starts afresh
 		}
 	}
 	o.mu.Unlock()
@@ -74,13 +74,13 @@ func (o *Observer) pollCheck(ctx context.Context, k judge.CheckKey, service stri
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.checks == nil {
-		o.checks = map[judge.CheckKey]*judge.CheckState{}
+	if o.lbNodeChecks == nil {
+		o.lbNodeChecks = map[judge.CheckKey]*judge.CheckState{}
 	}
-	st := o.checks[k]
+	st := o.lbNodeChecks[k]
 	if st == nil {
 		st = &judge.CheckState{}
-		o.checks[k] = st
+		o.lbNodeChecks[k] = st
 	}
 	switch began, ended := st.Saw(failing, answer, now); {
 	case began:

@@ -35,12 +35,15 @@ type Observer struct {
 	synced    bool      // the slice and Service watches delivered their initial lists
 	stopAt    time.Time // zero until the drain starts
 	watch     watchState
-	nodes     map[string]*judge.Node               // nil until the node list is read
-	nodesErr  string                               // why the node list could not be read
-	leftNodes map[string]string                    // node → why it left the set (deleted, NotReady)
-	listedAt  time.Time                            // when the node list was last read
-	conns     *connSet                             // open healthz connections, per node address
-	checks    map[judge.CheckKey]*judge.CheckState // the node health checks of external paths, as answered
+	nodes     map[string]*judge.Node // nil until the node list is read
+	nodesErr  string                 // why the node list could not be read
+	leftNodes map[string]string      // node → why it left the set (deleted, NotReady)
+	listedAt  time.Time              // when the node list was last read
+	conns     *connSet               // open healthz connections, per node address
+
+	// lbNodeChecks are the load balancers' health checks of the pod's
+	// node (its Services' healthCheckNodePorts), as answered.
+	lbNodeChecks map[judge.CheckKey]*judge.CheckState
 }
 
 // New builds an Observer on the real clock and network. client may be nil

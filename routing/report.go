@@ -27,19 +27,19 @@ func (o *Observer) Routing(now time.Time) drain.Routing {
 // o.mu held; the maps are shared, not copied.
 func (o *Observer) facts() judge.Facts {
 	return judge.Facts{
-		Settings:  o.judging,
-		Synced:    o.synced,
-		WatchErr:  o.watch.watchErr,
-		StopAt:    o.stopAt,
-		PodSeen:   o.watch.podSeen,
-		PodPaths:  o.watch.podPaths,
-		HostIP:    o.watch.hostIP,
-		Paths:     o.watch.paths,
-		Services:  o.watch.services,
-		Unproxied: o.watch.unproxied,
-		Nodes:     o.nodes,
-		NodesErr:  o.nodesErr,
-		LeftNodes: o.leftNodes,
-		Checks:    o.checks,
+		Settings:     o.judging,
+		Synced:       o.synced,
+		WatchErr:     o.watch.watchErr,
+		StopAt:       o.stopAt,
+		PodSeen:      o.watch.podSeen,
+		PodPaths:     o.watch.podPaths,
+		HostIP:       o.watch.hostIP,
+		Paths:        o.watch.paths,
+		Services:     o.watch.services,
+		Unproxied:    o.watch.unproxied,
+		Nodes:        o.nodes,
+		NodesErr:     o.nodesErr,
+		LeftNodes:    o.leftNodes,
+		LBNodeChecks: o.lbNodeChecks,
 	}
 }

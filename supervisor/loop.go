@@ -29,15 +29,10 @@ type loop struct {
 	routing  Routing // nil when routing is off
 	pace     *pace   // the poller's rate; nil in tests that run no poller
 
-	lastRouting       drain.Routing // for logging its changes
-	lastRoutingDetail string        // lastRouting's detail, as logged
-	lateSeen    int           // late arrivals logged so far
-
 	// The load balancers' health check of the pod (--lb-check-bind); nil
 	// without one. lbIO is the poller's, told at the stop to fail it.
-	lbCheck  *lbCheck
-	lbIO     *lbCheckIO
-	lbMarked bool // the balancers marked the pod down: logged
+	lbCheck *lbCheck
+	lbIO    *lbCheckIO
 
 	// Reloads: every one is followed to its outcome (reloads); hapsuper's
 	// own are checked first (check), one at a time, a request that comes
@@ -48,14 +43,33 @@ type loop struct {
 	startCheck func(origin string, now time.Time) (*reloadCheck, error)
 
 	ready    bool
-	lastObs  observation
-	lastGood time.Time // when the last successful poll began
-	lastBad  time.Time // when the last failed poll began
-	softAt   time.Time // when SIGUSR1 was last sent for the soft stop
-	hardAt   time.Time // when the hard stop was sent
-	killed   bool      // SIGKILL sent to the process group
+	polls    pollRecord
+	sent     stopSent
+	logged   logged
 	exitCode int
 	exited   bool
+}
+
+// pollRecord is what the master-CLI polls last told.
+type pollRecord struct {
+	last observation
+	good time.Time // when the last successful poll began
+	bad  time.Time // when the last failed poll began
+}
+
+// stopSent is what the loop sent to stop HAProxy, and when.
+type stopSent struct {
+	soft   time.Time // SIGUSR1, last sent for the soft stop
+	hard   time.Time // the hard stop
+	killed bool      // SIGKILL to the process group
+}
+
+// logged is what the log already said, so that only changes are logged.
+type logged struct {
+	routing       drain.RoutingState
+	routingDetail string
+	late          int  // late arrivals, in total
+	lbMarkedDown  bool // the balancers checking the pod marked it down
 }
 
 // run returns the exit code once the master is gone.
@@ -95,7 +109,7 @@ func (l *loop) setPace(phase drain.Phase, tick *time.Ticker) {
 	if l.pace == nil {
 		return
 	}
-	fast := phase != drain.Serving || len(l.lastObs.sample.Workers) == 0 || l.reloads.underway()
+	fast := phase != drain.Serving || len(l.polls.last.sample.Workers) == 0 || l.reloads.underway()
 	if !l.pace.set(fast) {
 		return
 	}
@@ -136,21 +150,21 @@ func (l *loop) onSignal(sig syscall.Signal) {
 }
 
 func (l *loop) onObservation(o observation) {
-	l.lastObs = o
+	l.polls.last = o
 	if late := l.drain.Observe(o.obs); late > 0 {
-		l.lateSeen += late
+		l.logged.late += late
 		l.log.Warn("new connections after routing was observed withdrawn",
-			"late", late, "total", l.lateSeen, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
+			"late", late, "total", l.logged.late, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
 	}
 	if l.lbCheck != nil {
 		l.lbCheck.observe(o.lb)
 	}
 	if o.obs.Err != nil {
-		l.lastBad = o.started
+		l.polls.bad = o.started
 		l.log.Debug("poll failed", "err", o.obs.Err)
 		return
 	}
-	l.lastGood = o.started
+	l.polls.good = o.started
 	if !l.ready && len(o.sample.Workers) > 0 {
 		l.markReady("master CLI")
 	}
@@ -166,12 +180,12 @@ func (l *loop) onObservation(o observation) {
 // drop the SIGUSR1 meanwhile. A SIGUSR1 to a master that took it already
 // is harmless.
 func (l *loop) resendBlind(now time.Time) {
-	if l.softAt.IsZero() || !l.hardAt.IsZero() || now.Sub(l.softAt) < softStopRetry ||
-		l.lastGood.After(l.softAt) || !l.lastBad.After(l.softAt) {
+	if l.sent.soft.IsZero() || !l.sent.hard.IsZero() || now.Sub(l.sent.soft) < softStopRetry ||
+		l.polls.good.After(l.sent.soft) || !l.polls.bad.After(l.sent.soft) {
 		return
 	}
-	l.log.Warn("soft stop not confirmed: the master CLI does not answer; sending it again", "since_s", now.Sub(l.softAt).Seconds())
-	l.softAt = now
+	l.log.Warn("soft stop not confirmed: the master CLI does not answer; sending it again", "since_s", now.Sub(l.sent.soft).Seconds())
+	l.sent.soft = now
 	l.signalMaster(syscall.SIGUSR1)
 }
 
@@ -182,13 +196,13 @@ func (l *loop) resendBlind(now time.Time) {
 // workers started (lost 4 times in 6), and every version one that follows
 // a SIGUSR2 by 5 ms (3 of 3 on each of 2.6, 3.0, 3.2, 3.4).
 func (l *loop) checkSoftStop(o observation) {
-	if l.softAt.IsZero() || !l.hardAt.IsZero() || o.started.Sub(l.softAt) < softStopRetry {
+	if l.sent.soft.IsZero() || !l.sent.hard.IsZero() || o.started.Sub(l.sent.soft) < softStopRetry {
 		return
 	}
 	for _, w := range o.sample.Workers {
 		if !w.Info.Stopping {
 			l.log.Warn("soft stop not taken by a worker: sending it again", "worker", w.Process.PID)
-			l.softAt = l.now()
+			l.sent.soft = l.now()
 			l.signalMaster(syscall.SIGUSR1)
 			return
 		}
@@ -234,15 +248,15 @@ func (l *loop) step() {
 		}
 		l.log.Info("soft stop", "pid", l.master)
 		l.signalMaster(syscall.SIGUSR1)
-		l.softAt = now
+		l.sent.soft = now
 	case drain.HardStop:
 		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", l.drain.Status(now).Sessions())
 		l.signalMaster(syscall.SIGTERM)
-		l.hardAt = now
+		l.sent.hard = now
 	}
 	l.checkTimeout(now)
 	l.resendBlind(now)
-	if !l.hardAt.IsZero() && !l.killed && now.Sub(l.hardAt) >= killAfter(l.settings.Margin) {
+	if !l.sent.hard.IsZero() && !l.sent.killed && now.Sub(l.sent.hard) >= killAfter(l.settings.Margin) {
 		l.log.Error("haproxy did not exit after the hard stop: killing its process group", "pid", l.master)
 		l.killGroup()
 	}
@@ -262,20 +276,20 @@ func (l *loop) feedRouting(now time.Time) {
 	if l.lbCheck != nil && l.lbIO.failing.Load() { // set at the stop request
 		c := l.lbCheck.condition()
 		l.drain.SetPodCheck(c)
-		if c.MarkedDown() && !l.lbMarked {
-			l.lbMarked = true
+		if c.MarkedDown() && !l.logged.lbMarkedDown {
+			l.logged.lbMarkedDown = true
 			l.log.Info("load balancers checking the pod marked it down", "detail", c.String())
 		}
 	}
 	l.drain.SetRouting(r, now)
 	r = l.drain.Routing()
 	detail := r.Detail()
-	if r.State != l.lastRouting.State { // the detail carries ages: it changes on every poll
+	if r.State != l.logged.routing { // the detail carries ages: it changes on every poll
 		l.log.Info("routing", "state", string(r.State), "detail", detail)
-	} else if detail != l.lastRoutingDetail {
+	} else if detail != l.logged.routingDetail {
 		l.log.Debug("routing", "state", string(r.State), "detail", detail)
 	}
-	l.lastRouting, l.lastRoutingDetail = r, detail
+	l.logged.routing, l.logged.routingDetail = r.State, detail
 	if l.routing == nil {
 		return
 	}
@@ -325,7 +339,7 @@ func (l *loop) signalMaster(sig syscall.Signal) {
 
 // killGroup SIGKILLs HAProxy's process group (the master's pid is its id).
 func (l *loop) killGroup() {
-	l.killed = true
+	l.sent.killed = true
 	if err := l.proc.KillGroup(); err != nil {
 		l.log.Warn("kill haproxy process group failed", "pgid", l.master, "err", err)
 	}
@@ -343,7 +357,7 @@ func (l *loop) publish() drain.Phase {
 		Workers:   []status.Worker{},
 		Reloads:   l.reloads.snapshot(),
 	}
-	if o := l.lastObs; o.obs.Err != nil {
+	if o := l.polls.last; o.obs.Err != nil {
 		snap.PollError = o.obs.Err.Error()
 	} else if !o.obs.At.IsZero() {
 		snap.ObservedAt = o.obs.At

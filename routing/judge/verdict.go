@@ -65,7 +65,9 @@ type Facts struct {
 	Nodes     map[string]*Node  // nil until the node list is read
 	NodesErr  string            // why the node list could not be read
 	LeftNodes map[string]string // node → why it left the set
-	Checks    map[CheckKey]*CheckState
+	// LBNodeChecks are the load balancers' health checks of the pod's
+	// node (its Services' healthCheckNodePorts), as answered.
+	LBNodeChecks map[CheckKey]*CheckState
 }
 
 // Targets is, per family, the receipt time R of the change kube-proxy must
@@ -240,7 +242,7 @@ func nodeBalancers(f *Facts, now time.Time) *NodeBalancers {
 		}
 		ck := CheckKey{Addr: f.HostIP, Port: p.Balancer.Port}
 		c.URL = ck.URL()
-		st := f.Checks[ck]
+		st := f.LBNodeChecks[ck]
 		switch {
 		case st == nil:
 			c.Phase = CheckNotAsked

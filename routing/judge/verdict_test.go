@@ -35,8 +35,8 @@ func withdrawnFacts(t0 time.Time) *Facts {
 			PathVerdict: PathVerdict{Withdrawn: true, Why: "endpoint not ready", Balancer: &BalancerPath{Port: 32000}},
 			Since:       t0,
 		}},
-		Services: map[string]*corev1.Service{},
-		Checks:   map[CheckKey]*CheckState{},
+		Services:     map[string]*corev1.Service{},
+		LBNodeChecks: map[CheckKey]*CheckState{},
 	}
 }
 
@@ -49,7 +49,7 @@ func TestJudgeNodeBalancerWindow(t *testing.T) {
 	expectRouting(t, r, drain.RoutingPending, "(kube-proxy not observed)", "health check http://10.0.0.1:32000/ not asked yet")
 	ck := CheckKey{Addr: f.HostIP, Port: 32000}
 	st := &CheckState{}
-	f.Checks[ck] = st
+	f.LBNodeChecks[ck] = st
 	if began, _ := st.Saw(true, "HTTP 503, localEndpoints 0", t0.Add(2*time.Second)); !began {
 		t.Error("the first failing answer begins the run")
 	}
