@@ -3,7 +3,8 @@
 // the withdrawal (sync.go), when a load balancer that health-checks the
 // node has marked it down (balancer.go), which paths are not observed
 // (unobserved.go), and how these conditions combine into the drain's
-// routing condition, rendered once (verdict.go, conditions.go).
+// routing condition, which carries them on typed; their text (Verdict.Text)
+// is written where the detail is shown (verdict.go, conditions.go).
 //
 // The confirmation rule rests on three durations (Rule): MinSync,
 // kube-proxy's minSyncPeriod, which cannot be observed and must be at least
