@@ -33,7 +33,7 @@ archive=$cache/haproxytech-ingress.oci.tar
 image=localhost/haproxytech-ingress-hapsuper:latest
 dockerfile=$root/deploy/haproxytech-ingress/Dockerfile
 # The stand-in controller's main package, in the test module.
-controller_pkg=${HAPSUPER_STANDIN_CONTROLLER:-./integration/standin/controller}
+controller_pkg=${HAPSUPER_STANDIN_CONTROLLER:-./harness/standin/controller}
 standin_rev=1
 
 if [ "$(id -u)" != 0 ]; then
