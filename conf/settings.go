@@ -51,7 +51,23 @@ type Settings struct {
 
 	HAProxyMemoryShare int      // percent of the cgroup memory limit given to HAProxy as -m; 0: none
 	CreateIfMissing    []string // files created empty before HAProxy starts when missing
+
+	// The companion process (--companion), a controller started beside
+	// HAProxy; Companion empty: none.
+	Companion           string        // its program
+	CompanionArgs       []string      // its arguments: the words after "--" when Companion is set
+	CompanionKillDelay  time.Duration // SIGTERM to its group, SIGKILL this much later
+	CompanionBackoff    time.Duration // the first restart's delay, doubled per quick exit
+	CompanionBackoffMax time.Duration // the longest delay; running this long resets it
+	HAProxyCommand      string        // --haproxy-command as given; empty: not given
 }
+
+// Defaults of the companion's timings, gopherd's kill delay among them.
+const (
+	DefaultCompanionKillDelay  = 4 * time.Second
+	DefaultCompanionBackoff    = 500 * time.Millisecond
+	DefaultCompanionBackoffMax = 30 * time.Second
+)
 
 // Defaults that other packages and messages name. Every other default is
 // written once, in defaults.
@@ -123,6 +139,10 @@ func defaults() Settings {
 		KubeProxyHealthzPort:   DefaultKubeProxyHealthzPort,
 		KubeProxyMinSyncPeriod: DefaultKubeProxyMinSyncPeriod,
 		KubeProxySyncAllowance: DefaultKubeProxySyncAllowance,
+
+		CompanionKillDelay:  DefaultCompanionKillDelay,
+		CompanionBackoff:    DefaultCompanionBackoff,
+		CompanionBackoffMax: DefaultCompanionBackoffMax,
 	}
 }
 
@@ -156,6 +176,11 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	fs.IntVar(&s.HAProxyMemoryShare, "haproxy-memory-share", s.HAProxyMemoryShare, "percent of the container's cgroup memory limit HAProxy may use: hapsuper adds -m (that share in megabytes) to HAProxy's command when it has none (0: off; no limit: nothing added)")
 	fs.Var(listValue{&s.CreateIfMissing}, "create-if-missing", "comma separated files hapsuper creates empty, mode 0664, before HAProxy starts when they do not exist (a second -f a controller fills later)")
+	fs.StringVar(&s.Companion, "companion", s.Companion, "a program hapsuper starts beside HAProxy once it is ready (an ingress controller), in its own process group: the words after -- are its arguments, restarted with backoff when it exits 0 or by a signal, any other exit soft-stops HAProxy and hapsuper exits with its code; stopped right before the drain's soft stop (default: none)")
+	fs.StringVar(&s.HAProxyCommand, "haproxy-command", s.HAProxyCommand, "HAProxy's command, binary first, words split on spaces (no quoting): with --companion, where HAProxy's command comes from (default: haproxy's default command); without, instead of the words after --")
+	fs.Var(durationValue{&s.CompanionKillDelay}, "companion-kill-delay", "how long the companion has to exit after SIGTERM before SIGKILL to its process group; taken from the drain's share (--max-wait), so that the soft stop still comes by it")
+	fs.Var(durationValue{&s.CompanionBackoff}, "companion-restart-backoff", "delay before restarting a companion that exited 0 or by a signal, doubled for each exit that follows a run shorter than --companion-restart-backoff-max")
+	fs.Var(durationValue{&s.CompanionBackoffMax}, "companion-restart-backoff-max", "the longest restart delay; a run this long resets it to --companion-restart-backoff")
 	return fs
 }
 
@@ -202,6 +227,20 @@ func ParseWith(args []string, lookupEnv func(string) (string, bool), extra func(
 	src := source{cli: onCommandLine, env: fromEnv}
 
 	s.HAProxy = slices.Clone(DefaultHAProxy)
+	if s.Companion != "" && hasCommand {
+		// The charts pass the controller's flags as the container's args,
+		// after an ENTRYPOINT that ends in --.
+		s.CompanionArgs, command, hasCommand = slices.Clone(command), nil, false
+	}
+	if src.set("haproxy-command") {
+		if hasCommand {
+			return Settings{}, fmt.Errorf("parse run arguments: %s and HAProxy's command after -- both give HAProxy's command: drop one (with --companion, the words after -- are the companion's)", src.label("haproxy-command", s.HAProxyCommand))
+		}
+		command, hasCommand = strings.Fields(s.HAProxyCommand), true
+		if len(command) == 0 {
+			return Settings{}, fmt.Errorf("%s has no words: give HAProxy's command, binary first, or leave it out", src.label("haproxy-command", `""`))
+		}
+	}
 	if hasCommand {
 		if len(command) == 0 {
 			return Settings{}, fmt.Errorf("parse run arguments: nothing after --: give HAProxy's command, binary first, or drop the --")
@@ -323,7 +362,11 @@ func (s Settings) attrs() []slog.Attr {
 		}
 		attrs = append(attrs, slog.String(f.Name, v))
 	})
-	return append(attrs, slog.String("haproxy", strings.Join(s.HAProxy, " ")))
+	attrs = append(attrs, slog.String("haproxy", strings.Join(s.HAProxy, " ")))
+	if s.Companion != "" {
+		attrs = append(attrs, slog.String("companion-args", strings.Join(s.CompanionArgs, " ")))
+	}
+	return attrs
 }
 
 // UnknownEnv returns a warning for every HAPSUPER_* variable of environ

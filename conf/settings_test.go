@@ -39,6 +39,10 @@ func TestParseDefaults(t *testing.T) {
 		KubeProxyHealthzPort:   10256,
 		KubeProxyMinSyncPeriod: time.Second,
 		KubeProxySyncAllowance: 250 * time.Millisecond,
+
+		CompanionKillDelay:  4 * time.Second,
+		CompanionBackoff:    500 * time.Millisecond,
+		CompanionBackoffMax: 30 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(nil) =\n%+v\nwant\n%+v", got, want)

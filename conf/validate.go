@@ -119,12 +119,43 @@ func validate(s Settings, src source) error {
 			return fmt.Errorf("%s names %q, not an absolute path: give the file as HAProxy's -f names it", src.label("create-if-missing", strings.Join(s.CreateIfMissing, ",")), p)
 		}
 	}
+	if err := validateCompanion(s, src); err != nil {
+		return err
+	}
 	if s.LBHealthCheckWindow < 0 {
 		return fmt.Errorf("%s is negative: give the load balancer's health-check interval × unhealthy threshold + one interval, or 0 (unknown)", src.label("lb-health-check-window", s.LBHealthCheckWindow))
 	}
 	if wq := s.WithdrawnQuiet(s.Routing); s.LBHealthCheckWindow > 0 && s.LBHealthCheckWindow+wq >= s.MaxWait {
 		return fmt.Errorf("%s plus %s reaches %s: every drain behind such a load balancer would end at the bound; raise --max-wait (and --grace-period)",
 			src.label("lb-health-check-window", s.LBHealthCheckWindow), src.label("withdrawn-quiet-period", wq), src.label("max-wait", s.MaxWait))
+	}
+	return nil
+}
+
+// validateCompanion checks the companion's timings: a kill delay the
+// drain's share can give up (it is taken from --max-wait) and a backoff
+// that grows.
+func validateCompanion(s Settings, src source) error {
+	if s.Companion == "" {
+		for _, name := range []string{"companion-kill-delay", "companion-restart-backoff", "companion-restart-backoff-max"} {
+			if src.set(name) {
+				return fmt.Errorf("--%s is set without --companion: give --companion (HAPSUPER_COMPANION) or drop it", name)
+			}
+		}
+		return nil
+	}
+	if s.CompanionKillDelay <= 0 {
+		return fmt.Errorf("%s must be more than 0 (gopherd's is %v)", src.label("companion-kill-delay", s.CompanionKillDelay), DefaultCompanionKillDelay)
+	}
+	if s.MaxWait-s.CompanionKillDelay <= s.QuietPeriod {
+		return fmt.Errorf("%s leaves the drain %v of %s, not more than %s: the drain could never end quiet; lower the kill delay or raise --max-wait (and --grace-period)",
+			src.label("companion-kill-delay", s.CompanionKillDelay), s.MaxWait-s.CompanionKillDelay, src.label("max-wait", s.MaxWait), src.label("quiet-period", s.QuietPeriod))
+	}
+	if s.CompanionBackoff < 10*time.Millisecond {
+		return fmt.Errorf("%s is below 10ms: a companion that keeps exiting would be restarted in a busy loop; raise it", src.label("companion-restart-backoff", s.CompanionBackoff))
+	}
+	if s.CompanionBackoffMax < s.CompanionBackoff {
+		return fmt.Errorf("%s is below %s: give a maximum at least the first delay", src.label("companion-restart-backoff-max", s.CompanionBackoffMax), src.label("companion-restart-backoff", s.CompanionBackoff))
 	}
 	return nil
 }
