@@ -264,29 +264,31 @@ func TestScenarioRestart(t *testing.T) {
 // answer before the change, a lost connection (Reconnected) makes the
 // same stamp wait as after any restart.
 func TestScenarioFirstAnswerAfterTheChange(t *testing.T) {
-	c := newLateCluster(t, "n2")
-	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
-	for _, off := range []time.Duration{500 * ms, 1500 * ms, 2500 * ms} {
-		expectRouting(t, c.round(off, "n2"), drain.RoutingPending, "first seen on a new connection, after the change")
-	}
-	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms, 2900*ms)
-	expectRouting(t, c.round(3*time.Second, "n2"), drain.RoutingWithdrawn)
+	newLateCluster(t, "n2").startStampHolds("first seen on a new connection, after the change")
 
-	c = newCluster(t, "n2")
+	c := newCluster(t, "n2")
 	c.proxies["n2"].n.Reconnected() // the old instance closed the baseline's connection
 	c.proxies["n2"].fresh = true
-	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
-	for _, off := range []time.Duration{500 * ms, 1500 * ms, 2500 * ms} {
-		expectRouting(t, c.round(off, "n2"), drain.RoutingPending, "may be a restarted kube-proxy's start")
-	}
-	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms, 2900*ms)
-	expectRouting(t, c.round(3*time.Second, "n2"), drain.RoutingWithdrawn)
+	c.startStampHolds("may be a restarted kube-proxy's start")
 
 	// On the baseline's connection the same sync (R+400ms, past D)
 	// confirms on the first answer that shows it.
 	c = newCluster(t, "n2")
 	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
 	expectRouting(t, c.round(500*ms, "n2"), drain.RoutingWithdrawn)
+}
+
+// startStampHolds: n2's new kube-proxy stamped lastUpdated at its start,
+// R+400ms, past D; the answers at R+0.5s, 1.5s and 2.5s that show it leave
+// the node pending, saying why; its first sync, R+2.9s, confirms.
+func (c *cluster) startStampHolds(why string) {
+	c.t.Helper()
+	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
+	for _, off := range []time.Duration{500 * ms, 1500 * ms, 2500 * ms} {
+		expectRouting(c.t, c.round(off, "n2"), drain.RoutingPending, why)
+	}
+	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms, 2900*ms)
+	expectRouting(c.t, c.round(3*time.Second, "n2"), drain.RoutingWithdrawn)
 }
 
 // Withdrawal per path: every path must be withdrawn in the API before the
