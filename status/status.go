@@ -31,6 +31,7 @@ type Snapshot struct {
 	Drain      Drain       `json:"drain"`
 	Workers    []Worker    `json:"workers"`
 	Reloads    Reloads     `json:"reloads"`
+	Companion  *Companion  `json:"companion,omitempty"` // nil without --companion
 	Settings   Settings    `json:"settings"`
 	Error      string      `json:"error,omitempty"` // set only in error replies
 }

@@ -25,6 +25,9 @@ type stderrRelay struct {
 	r, w *os.File
 	raw  io.Writer    // nil: records of log
 	log  *slog.Logger // with source=haproxy
+	// record writes one line as a record of log when raw is nil; nil:
+	// HAProxy's lines, read by parseHAProxyLine.
+	record func(line []byte)
 }
 
 // maxStderrLine bounds one relayed line; the rest of a longer one is cut.
@@ -91,6 +94,10 @@ func (s *stderrRelay) relay(stop <-chan struct{}) {
 func (s *stderrRelay) emit(line []byte) {
 	if s.raw != nil {
 		_, _ = s.raw.Write(append(line, '\n'))
+		return
+	}
+	if s.record != nil {
+		s.record(line)
 		return
 	}
 	level, pid, msg := parseHAProxyLine(line)

@@ -42,6 +42,11 @@ type loop struct {
 	queued     string
 	startCheck func(origin string, now time.Time) (*reloadCheck, error)
 
+	// The companion (--companion), nil without one, and what the loop
+	// does about it (companionloop.go).
+	companion *companion
+	comp      companionRecord
+
 	ready    bool
 	polls    pollRecord
 	sent     stopSent
@@ -92,6 +97,7 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.log.Warn("supervisor interrupted: hard stop")
 			l.signalMaster(syscall.SIGTERM)
 			l.killGroup()
+			l.killCompanion()
 			l.endCheck()
 			return 1
 		}
@@ -226,6 +232,7 @@ func (l *loop) markReady(via string) {
 	l.ready = true
 	l.drain.Ready(l.now())
 	l.log.Info("haproxy ready", "via", via)
+	l.startCompanion()
 }
 
 // step lets the drain decide and carries out what it decided.
@@ -246,14 +253,13 @@ func (l *loop) step() {
 		if l.routing != nil {
 			l.routing.DrainEnded(st)
 		}
-		l.log.Info("soft stop", "pid", l.master)
-		l.signalMaster(syscall.SIGUSR1)
-		l.sent.soft = now
+		l.softStop(now)
 	case drain.HardStop:
 		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", l.drain.Status(now).Sessions())
 		l.signalMaster(syscall.SIGTERM)
 		l.sent.hard = now
 	}
+	l.tickCompanion(now)
 	l.checkTimeout(now)
 	l.resendBlind(now)
 	if !l.sent.hard.IsZero() && !l.sent.killed && now.Sub(l.sent.hard) >= killAfter(l.settings.Margin) {
@@ -307,12 +313,13 @@ func (l *loop) feedRouting(now time.Time) {
 // reap collects exited children and notices the master's exit.
 func (l *loop) reap() {
 	code, done, others := l.proc.Reap()
+	l.reapCompanion(others)
 	l.checkReaped(others)
 	if !done {
 		return
 	}
 	l.exited = true
-	l.exitCode = code
+	l.exitCode = l.exitCodeWith(code)
 	l.drain.MasterExited(l.now())
 	switch {
 	case code == 0:
@@ -325,6 +332,7 @@ func (l *loop) reap() {
 	}
 	l.killGroup() // workers left behind by a killed master
 	l.endCheck()
+	l.endCompanion()
 	l.proc.Reap()
 }
 
@@ -356,6 +364,9 @@ func (l *loop) publish() drain.Phase {
 		Settings:  statusSettings(l.settings, l.mode),
 		Workers:   []status.Worker{},
 		Reloads:   l.reloads.snapshot(),
+	}
+	if l.companion != nil {
+		snap.Companion = l.companion.status()
 	}
 	if o := l.polls.last; o.obs.Err != nil {
 		snap.PollError = o.obs.Err.Error()

@@ -98,6 +98,12 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitCodeOf(err), err
 	}
+	companionPath := ""
+	if s.Companion != "" {
+		if companionPath, err = resolveCompanion(s.Companion); err != nil {
+			return exitCodeOf(err), err
+		}
+	}
 	insp, err := sv.prepare()
 	if err != nil {
 		return ExitConfig, err
@@ -174,21 +180,41 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		return exitCodeOf(err), err
 	}
 	sv.log.Info("haproxy started", "pid", master, "argv", argv, "notify", notify)
+	var comp *companion
+	if companionPath != "" {
+		out := os.Stderr
+		if sv.logOut != nil {
+			raw := sv.logOut
+			if sv.logJSON {
+				raw = nil
+			}
+			if cr, err := newCompanionRelay(raw, sv.log); err != nil {
+				sv.log.Warn("cannot relay the companion's output: it writes to hapsuper's stderr directly", "err", err)
+			} else {
+				defer cr.w.Close()
+				out = cr.w
+				actors = append(actors, func(ctx context.Context) error { return cr.run(ctx.Done()) })
+			}
+		}
+		comp = newCompanion(companionPath, s.CompanionArgs, withoutEnv(env, "NOTIFY_SOCKET"), out,
+			s.CompanionKillDelay, s.CompanionBackoff, s.CompanionBackoffMax, sv.log)
+	}
 
 	log := sv.log.With("component", "supervisor")
 	l := &loop{
-		log:      log,
-		drain:    drain.New(drainSettings(s, insp, mode)),
-		board:    board,
-		settings: s,
-		graceful: newFrontendSet(gracefulFrontends(insp)),
-		master:   master,
-		proc:     masterProcess{pid: master, log: log},
-		stops:    signalSet(s.StopSignals),
-		now:      time.Now,
-		mode:     mode,
-		routing:  rt,
-		reloads:  newReloads(),
+		log:       log,
+		drain:     drain.New(drainSettings(s, insp, mode)),
+		board:     board,
+		settings:  s,
+		graceful:  newFrontendSet(gracefulFrontends(insp)),
+		master:    master,
+		proc:      masterProcess{pid: master, log: log},
+		stops:     signalSet(s.StopSignals),
+		now:       time.Now,
+		mode:      mode,
+		routing:   rt,
+		reloads:   newReloads(),
+		companion: comp,
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
 			// The check must not speak on HAProxy's notify socket.
 			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
@@ -373,6 +399,12 @@ func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
 		InFlightWindow:       auditWindow(s, mode),
+	}
+	if s.Companion != "" {
+		// The companion's stop comes between the drain's end and the soft
+		// stop: its kill delay is taken from the drain's share, so that the
+		// soft stop still comes by --max-wait (conf checks what is left).
+		ds.MaxWait -= s.CompanionKillDelay
 	}
 	ignored := set(s.IgnoreFrontends)
 	for _, fe := range insp.Frontends {

@@ -1,0 +1,23 @@
+package status
+
+import "time"
+
+// Companion is the process hapsuper runs beside HAProxy (--companion), as
+// last published; absent from the snapshot without one.
+type Companion struct {
+	Path  string `json:"path"`
+	State string `json:"state"` // waiting, running, backoff, stopping, stopped or failed
+	PID   int    `json:"pid,omitempty"`
+	// Restarts: starts after the first.
+	Restarts int `json:"restarts"`
+	// LastExit is the last exit's code as a shell reports it (128+n: killed
+	// by signal n); nil until it first exited.
+	LastExit   *int      `json:"lastExit,omitempty"`
+	LastExitAt time.Time `json:"lastExitAt,omitzero"`
+	NextStart  time.Time `json:"nextStart,omitzero"` // backoff: when it starts again
+}
+
+// CompanionStates lists the companion's states, for metrics and docs.
+func CompanionStates() []string {
+	return []string{"waiting", "running", "backoff", "stopping", "stopped", "failed"}
+}
