@@ -9,5 +9,8 @@
 //
 // It must not do I/O, start goroutines or read the clock: every input carries
 // its own time, so tests drive it step by step and the supervisor owns every
-// side effect. A Drain is not safe for concurrent use: one goroutine feeds it.
+// side effect (deps_test.go checks the imports and the clock reads). It
+// imports nothing of the project: routing/'s typed conditions reach it as
+// RoutingConditions, carried to where the detail is shown. A Drain is not
+// safe for concurrent use: one goroutine feeds it.
 package drain
