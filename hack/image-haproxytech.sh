@@ -22,7 +22,8 @@
 #                                    master socket as the real one does
 #   /etc/haproxy/haproxy.cfg         a configuration HAProxy starts with
 #   /etc/gopherd/gopherd.yml         a placeholder, as the image has one
-#   user haproxy, STOPSIGNAL SIGTERM, USER root, ENTRYPOINT /start.sh
+#   /run and /etc/haproxy owned by user haproxy (the real image chowns /run
+#   and /var to it), STOPSIGNAL SIGTERM, USER root, ENTRYPOINT /start.sh
 #
 # Needs root. The last line printed is the archive's path.
 set -eu
@@ -92,7 +93,7 @@ cat >"$mnt/etc/haproxy/haproxy.cfg" <<-'EOF'
 	    http-request return status 200 content-type text/plain string "stand-in"
 EOF
 echo "# stand-in: the real image's gopherd configuration is not used under hapsuper" >"$mnt/etc/gopherd/gopherd.yml"
-chown -R haproxy:haproxy "$mnt/etc/haproxy"
+chroot "$mnt" chown -R haproxy:haproxy /etc/haproxy /run /var/lib/haproxy # the image's haproxy, as the real image chowns /run and /var
 b umount "$ctr" >/dev/null
 b config --label io.hapsuper.standin=haproxytech-$standin_rev \
 	--stop-signal SIGTERM --user root --workingdir / \

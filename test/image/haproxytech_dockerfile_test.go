@@ -123,7 +123,8 @@ func loadDropIn(t *testing.T, path string) dropInImage {
 
 // Each drop-in builds hapsuper as the root Dockerfile does, on the
 // controller's pinned image; installs it also as gopherd where the
-// controller looks for it; creates hapsuper's private directory; stops on
+// controller looks for it; creates hapsuper's private directory and runs as
+// its owner, haproxy; stops on
 // SIGTERM, a stop signal of hapsuper's; runs `hapsuper -- <mode flag>` with
 // the chart's args appended (exec form, no CMD words); and its HAPSUPER_*
 // settings give HAProxy the image's own command line through the wrapper,
@@ -157,6 +158,9 @@ func TestDockerfile_HAProxyTechDropIns(t *testing.T) {
 				return slices.Contains(f, dir) && slices.Contains(f, "0700")
 			}) {
 				t.Errorf("no RUN creates %s mode 0700", dir)
+			}
+			if img.user != "haproxy" {
+				t.Errorf("the image's USER is %q, want haproxy: the owner of hapsuper's directory, as the charts' unprivileged mode runs it", img.user)
 			}
 			stop, err := conf.ParseSignal(img.stopSignal)
 			if err != nil || stop != syscall.SIGTERM {
