@@ -29,6 +29,7 @@ targets=(
 	./haproxy:FuzzCommand
 	./routing:FuzzParseHealthz
 	./routing:FuzzHealthzExchange
+	./routing:FuzzParseEmulated
 	./drain:FuzzDrain
 )
 

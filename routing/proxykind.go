@@ -41,7 +41,7 @@ func parseEmulated(status int, body []byte) (h judge.Healthz, ok bool) {
 	}
 	lastT, ok1 := parseGoTime(last)
 	nowT, ok2 := parseGoTime(now)
-	if !ok1 || !ok2 || lastT.After(nowT) {
+	if !ok1 || !ok2 || nowT.IsZero() || lastT.After(nowT) {
 		return judge.Healthz{}, false
 	}
 	h = judge.Healthz{CurrentTime: nowT, Proxy: judge.ProxyEmulated}

@@ -131,6 +131,7 @@ func TestParseEmulatedRejects(t *testing.T) {
 		{"another status", 500, `{"lastUpdated": "` + now + `","currentTime": "` + now + `"}`},
 		{"trailing data", 200, `{"lastUpdated": "` + now + `","currentTime": "` + now + `"}{}`},
 		{"numbers", 200, `{"lastUpdated": 1,"currentTime": 2}`},
+		{"no current time", 200, `{"lastUpdated": "0001-01-01 00:00:00 +0000 UTC","currentTime": "0001-01-01 00:00:00 +0000 UTC"}`},
 	}
 	for _, tt := range tests {
 		if h, ok := parseEmulated(tt.status, []byte(tt.body)); ok {
@@ -185,4 +186,30 @@ func TestConfirmEmulatedAfterBaseline(t *testing.T) {
 		}
 	}
 	expect(t, s.round(10*time.Second), drain.RoutingPending, "no sync since the change", "last poll failed: healthz at 10.0.0.2:10256 answers as Cilium's kube-proxy replacement")
+}
+
+// FuzzParseEmulated: an answer taken for an emulation carries no family,
+// names a proxy whose stamp is no sync, and is not after its own time.
+func FuzzParseEmulated(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "proxies", "*.http"))
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			_, body, _ := strings.Cut(string(b), "\r\n\r\n")
+			f.Add(200, []byte(body))
+			f.Add(503, []byte(body))
+		}
+	}
+	f.Add(200, []byte(`{"lastUpdated": "0001-01-01 00:00:00 +0000 UTC","currentTime": "2026-03-02 10:00:07 +0000 UTC"}`))
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		h, ok := parseEmulated(status, body)
+		if !ok {
+			return
+		}
+		if !h.Proxy.NoSync() || len(h.Families) != 0 || h.CurrentTime.IsZero() {
+			t.Fatalf("accepted %d %q as %+v", status, body, h)
+		}
+		if status != 200 && status != 503 {
+			t.Fatalf("accepted HTTP %d", status)
+		}
+	})
 }
