@@ -49,8 +49,9 @@ type Settings struct {
 	LBCheckBind            string        // address of the pod's health check for balancers that target the pod; empty: none
 	LBCheckThreshold       int           // their unhealthy threshold
 
-	HAProxyMemoryShare int      // percent of the cgroup memory limit given to HAProxy as -m; 0: none
-	CreateIfMissing    []string // files created empty before HAProxy starts when missing
+	HAProxyMemoryShare   int      // percent of the cgroup memory limit given to HAProxy as -m; 0: none
+	CompanionMemoryShare int      // percent of the cgroup memory limit given to the companion as GOMEMLIMIT; 0: none
+	CreateIfMissing      []string // files created empty before HAProxy starts when missing
 
 	// The companion process (--companion), a controller started beside
 	// HAProxy; Companion empty: none.
@@ -175,6 +176,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.IntVar(&s.LBCheckThreshold, "lb-check-threshold", s.LBCheckThreshold, "the unhealthy threshold of the load balancers that check --lb-check-bind: failed checks that mark the pod down")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", s.MetricsAddr, "address of the Prometheus endpoint, such as :9101 (default: off)")
 	fs.IntVar(&s.HAProxyMemoryShare, "haproxy-memory-share", s.HAProxyMemoryShare, "percent of the container's cgroup memory limit HAProxy may use: hapsuper adds -m (that share in megabytes) to HAProxy's command when it has none (0: off; no limit: nothing added)")
+	fs.IntVar(&s.CompanionMemoryShare, "companion-memory-share", s.CompanionMemoryShare, "percent of the container's cgroup memory limit the companion may use: hapsuper sets its GOMEMLIMIT (MiB) when the environment has none (0: off; no limit: nothing set)")
 	fs.Var(listValue{&s.CreateIfMissing}, "create-if-missing", "comma separated files hapsuper creates empty, mode 0664, before HAProxy starts when they do not exist (a second -f a controller fills later)")
 	fs.StringVar(&s.Companion, "companion", s.Companion, "a program hapsuper starts beside HAProxy once it is ready (an ingress controller), in its own process group: the words after -- are its arguments, restarted with backoff when it exits 0 or by a signal, any other exit soft-stops HAProxy and hapsuper exits with its code; stopped right before the drain's soft stop (default: none)")
 	fs.StringVar(&s.HAProxyCommand, "haproxy-command", s.HAProxyCommand, "HAProxy's command, binary first, words split on spaces (no quoting): with --companion, where HAProxy's command comes from (default: haproxy's default command); without, instead of the words after --")

@@ -114,6 +114,9 @@ func validate(s Settings, src source) error {
 	if s.HAProxyMemoryShare < 0 || s.HAProxyMemoryShare > 100 {
 		return fmt.Errorf("%s is not a percentage: give 1-100 (gopherd's images give HAProxy 66), or 0 for no -m", src.label("haproxy-memory-share", s.HAProxyMemoryShare))
 	}
+	if s.CompanionMemoryShare < 0 || s.CompanionMemoryShare > 100 {
+		return fmt.Errorf("%s is not a percentage: give 1-100 (gopherd's images give the controller 33), or 0 for no GOMEMLIMIT", src.label("companion-memory-share", s.CompanionMemoryShare))
+	}
 	for _, p := range s.CreateIfMissing {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("%s names %q, not an absolute path: give the file as HAProxy's -f names it", src.label("create-if-missing", strings.Join(s.CreateIfMissing, ",")), p)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,4 +72,27 @@ func (sv *Supervisor) haproxyMemory(root string) int64 {
 	mb := haproxy.MemoryShare(limit, share)
 	sv.log.Info("memory limit for HAProxy", "limit_bytes", limit, "haproxy-memory-share", share, "m_mib", mb)
 	return mb
+}
+
+// companionEnv is env with GOMEMLIMIT=<MiB>MiB added for the companion:
+// --companion-memory-share of the cgroup memory limit under root, as
+// gopherd gives the controller {{mem 33%}}. env is returned unchanged when
+// the share is off, there is no limit, or env sets GOMEMLIMIT already (a
+// chart's extraEnvs win).
+func (sv *Supervisor) companionEnv(root string, env []string) []string {
+	share := sv.settings.CompanionMemoryShare
+	if share == 0 || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") }) {
+		return env
+	}
+	limit, err := memoryLimit(root)
+	if err != nil {
+		sv.log.Warn("cannot read the memory limit: the companion gets no GOMEMLIMIT", "err", err)
+		return env
+	}
+	mb := haproxy.MemoryShare(limit, share)
+	if mb == 0 {
+		return env
+	}
+	sv.log.Info("memory limit for the companion", "limit_bytes", limit, "companion-memory-share", share, "GOMEMLIMIT", strconv.FormatInt(mb, 10)+"MiB")
+	return append(slices.Clone(env), "GOMEMLIMIT="+strconv.FormatInt(mb, 10)+"MiB")
 }

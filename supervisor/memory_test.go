@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,6 +85,38 @@ func TestHAProxyMemory(t *testing.T) {
 			sv := &Supervisor{settings: conf.Settings{HAProxyMemoryShare: c.share}, log: slog.New(slog.NewTextHandler(&logs, nil))}
 			if got := sv.haproxyMemory(c.root); got != c.want {
 				t.Errorf("haproxyMemory = %d, want %d (log: %s)", got, c.want, logs.String())
+			}
+		})
+	}
+}
+
+// --companion-memory-share of a 2 GiB limit is the companion's GOMEMLIMIT
+// (33 %: 675MiB), unless its environment sets one (a chart's extraEnvs);
+// off or no limit adds nothing.
+func TestCompanionEnv(t *testing.T) {
+	limited := writeCgroup(t, map[string]string{"cgroup.controllers": "memory\n", "memory.max": "2147483648\n"})
+	unlimited := writeCgroup(t, map[string]string{"cgroup.controllers": "memory\n", "memory.max": "max\n"})
+	base := []string{"PATH=/usr/bin", "POD_NAME=p"}
+	for _, c := range []struct {
+		name  string
+		share int
+		root  string
+		env   []string
+		want  []string
+	}{
+		{"33 % of 2 GiB", 33, limited, base, append(slices.Clone(base), "GOMEMLIMIT=675MiB")},
+		{"the environment's own wins", 33, limited, []string{"GOMEMLIMIT=1GiB"}, []string{"GOMEMLIMIT=1GiB"}},
+		{"off", 0, limited, base, base},
+		{"no limit", 33, unlimited, base, base},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sv := &Supervisor{settings: conf.Settings{CompanionMemoryShare: c.share}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			in := slices.Clone(c.env)
+			if got := sv.companionEnv(c.root, in); !slices.Equal(got, c.want) {
+				t.Errorf("companionEnv = %q, want %q", got, c.want)
+			}
+			if !slices.Equal(in, c.env) {
+				t.Errorf("the caller's env changed to %q", in)
 			}
 		})
 	}

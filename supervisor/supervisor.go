@@ -196,7 +196,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 				actors = append(actors, func(ctx context.Context) error { return cr.run(ctx.Done()) })
 			}
 		}
-		comp = newCompanion(companionPath, s.CompanionArgs, withoutEnv(env, "NOTIFY_SOCKET"), out,
+		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, withoutEnv(env, "NOTIFY_SOCKET")), out,
 			s.CompanionKillDelay, s.CompanionBackoff, s.CompanionBackoffMax, sv.log)
 	}
 

@@ -204,6 +204,9 @@ func TestDockerfile_HAProxyTechDropIns(t *testing.T) {
 			if s.HAProxyMemoryShare != 66 {
 				t.Errorf("--haproxy-memory-share %d, want 66 (gopherd's {{mem 66%%}})", s.HAProxyMemoryShare)
 			}
+			if s.CompanionMemoryShare != 33 {
+				t.Errorf("--companion-memory-share %d, want 33 (gopherd's {{mem 33%%}} for the controller)", s.CompanionMemoryShare)
+			}
 			if di.createdAux != "" && !slices.Equal(s.CreateIfMissing, []string{di.createdAux}) {
 				t.Errorf("--create-if-missing %q, want [%s]", s.CreateIfMissing, di.createdAux)
 			}
