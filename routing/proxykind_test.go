@@ -2,6 +2,7 @@ package routing
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing/judge"
+	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
 )
 
 // serveRaw answers every request on a loopback listener with the bytes of
@@ -212,4 +215,19 @@ func FuzzParseEmulated(f *testing.F) {
 			t.Fatalf("accepted HTTP %d", status)
 		}
 	})
+}
+
+// auto picks endpointslices when this node's healthz is Cilium's, and says
+// which proxy answered.
+func TestPickModeEmulated(t *testing.T) {
+	addr := serveRaw(t, "cilium.http")
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	id := me
+	id.NodeName = "n1"
+	mode, why := pickMode(t.Context(), kubefake.New(fake.NewClientset(node("n1", "10.0.0.1"))), id, DefaultHealthzPort, dial)
+	if mode != ModeEndpointSlices || !strings.Contains(why, "answers as Cilium's kube-proxy replacement or OVN-Kubernetes") {
+		t.Fatalf("pickMode = %s (%s), want endpointslices naming the proxy", mode, why)
+	}
 }
