@@ -1,0 +1,168 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/conf"
+	"github.com/hapsuper/hapsuper/haproxy"
+)
+
+// The companion's restart delay: the initial one after the first exit,
+// doubled after each run shorter than the maximum, capped there; a run of
+// the maximum or more starts over.
+func TestCompanionBackoff(t *testing.T) {
+	b := backoff{initial: 500 * time.Millisecond, max: 4 * time.Second}
+	var got []time.Duration
+	for _, ran := range []time.Duration{time.Second, time.Second, 0, 3 * time.Second, time.Second, time.Second, 4 * time.Second, time.Second} {
+		got = append(got, b.next(ran))
+	}
+	want := []time.Duration{sec(0.5), sec(1), sec(2), sec(4), sec(4), sec(4), sec(0.5), sec(1)}
+	if !slices.Equal(got, want) {
+		t.Errorf("delays %v, want %v", got, want)
+	}
+}
+
+// fakeCompanion records what was done to the companion's process, with the
+// scenario's clock offsets; its pids count up from 500.
+type fakeCompanion struct {
+	clock *time.Time
+	did   []string // "start-500@1s", "SIGTERM-500@3s"
+	pid   int
+	fail  error // the next start's error
+}
+
+func (f *fakeCompanion) attach(c *companion) *companion {
+	c.start = func(string, []string, []string, *os.File) (int, error) {
+		if err := f.fail; err != nil {
+			f.fail = nil
+			return 0, err
+		}
+		f.pid++
+		f.did = append(f.did, fmt.Sprintf("start-%d@%v", 500+f.pid, f.clock.Sub(t0)))
+		return 500 + f.pid, nil
+	}
+	c.signal = func(pgid int, sig syscall.Signal) error {
+		f.did = append(f.did, fmt.Sprintf("%s-%d@%v", conf.SignalName(sig), pgid, f.clock.Sub(t0)))
+		return nil
+	}
+	return c
+}
+
+// companionScenario is a loop scenario with a companion whose kill delay is
+// 1s and backoff 500ms up to 4s, started at HAProxy's readiness (t0).
+func companionScenario(t *testing.T) (*scenario, *fakeCompanion) {
+	s := testSettings
+	s.Companion, s.CompanionKillDelay = "/ctl", time.Second
+	sc := newScenario(t, s, nil)
+	f := &fakeCompanion{clock: &sc.clock}
+	sc.l.companion = f.attach(newCompanion("/ctl", []string{"--a"}, nil, nil, time.Second, 500*time.Millisecond, 4*time.Second, discard))
+	sc.event(0, sc.l.startCompanion)
+	return sc, f
+}
+
+// companionExit is the companion's exit with code, seen at the tick at off.
+func (sc *scenario) companionExit(off time.Duration, pid, code int) {
+	sc.master.others = map[int]int{pid: code}
+	sc.tick(off)
+}
+
+func (f *fakeCompanion) want(t *testing.T, want ...string) {
+	t.Helper()
+	if !slices.Equal(f.did, want) {
+		t.Fatalf("done to the companion %q, want %q", f.did, want)
+	}
+}
+
+// Exits 0 and by a signal start the companion again after its backoff, on
+// the loop's ticks, HAProxy untouched; status shows the restarts and the
+// last exit.
+func TestCompanionRestartedAfterExit0AndSignal(t *testing.T) {
+	sc, f := companionScenario(t)
+	sc.companionExit(sec(2), 501, 0)
+	sc.tick(sec(2.4))
+	sc.tick(sec(2.5))
+	sc.companionExit(sec(3), 502, 128+int(syscall.SIGKILL))
+	sc.tick(sec(3.9))
+	sc.tick(sec(4))
+	f.want(t, "start-501@0s", "start-502@2.5s", "start-503@4s")
+	sc.wantSent()
+	st := sc.l.board.Load().Companion
+	if st == nil || st.State != companionRunning || st.Restarts != 2 || st.LastExit == nil || *st.LastExit != 137 || st.PID != 503 {
+		t.Errorf("status %+v, want running pid 503, 2 restarts, last exit 137", st)
+	}
+}
+
+// Any other code soft-stops HAProxy at once and becomes hapsuper's exit
+// code; the companion is not started again.
+func TestCompanionFailureSoftStopsAndExitsWithItsCode(t *testing.T) {
+	sc, f := companionScenario(t)
+	sc.companionExit(sec(2), 501, 2)
+	sc.wantSent("SIGUSR1@2s")
+	sc.tick(sec(5))
+	sc.exit(sec(6), 0)
+	f.want(t, "start-501@0s")
+	if !sc.l.exited || sc.l.exitCode != 2 {
+		t.Errorf("exited %v with %d, want the companion's 2", sc.l.exited, sc.l.exitCode)
+	}
+}
+
+// A companion that does not exit after the soft stop's failure is bounded
+// by the stop budget: the hard stop comes grace − margin later.
+func TestCompanionFailureHardStopAtTheBudget(t *testing.T) {
+	sc, _ := companionScenario(t)
+	sc.companionExit(sec(2), 501, 3)
+	sc.tick(sec(29.9))
+	sc.tick(sec(30))
+	sc.wantSent("SIGUSR1@2s", "SIGTERM@30s")
+}
+
+// The drain's end stops the companion first (SIGTERM to its group); the
+// soft stop goes out once it is reaped, and it is not started again.
+func TestCompanionStoppedBeforeTheSoftStop(t *testing.T) {
+	sc, f := companionScenario(t)
+	sc.signal(sec(1), syscall.SIGTERM)
+	sc.poll(sec(1.1), worker{pid: 100})
+	sc.poll(sec(3.2), worker{pid: 100}) // quiet: the drain ends
+	f.want(t, "start-501@0s", "SIGTERM-501@3.2s")
+	sc.wantSent()
+	sc.tick(sec(3.5))
+	sc.wantSent()
+	sc.companionExit(sec(3.6), 501, 0)
+	sc.wantSent("SIGUSR1@3.6s")
+	sc.tick(sec(10))
+	f.want(t, "start-501@0s", "SIGTERM-501@3.2s")
+	if st := sc.l.board.Load().Companion; st.State != companionStopped {
+		t.Errorf("companion %s, want stopped", st.State)
+	}
+}
+
+// A companion that ignores SIGTERM gets SIGKILL after its kill delay; the
+// soft stop follows its reaping.
+func TestCompanionKilledAfterItsKillDelay(t *testing.T) {
+	sc, f := companionScenario(t)
+	sc.signal(sec(1), syscall.SIGTERM)
+	sc.poll(sec(1.1), worker{pid: 100})
+	sc.poll(sec(3.2), worker{pid: 100})
+	sc.tick(sec(4.1))
+	sc.tick(sec(4.2))
+	f.want(t, "start-501@0s", "SIGTERM-501@3.2s", "SIGKILL-501@4.2s")
+	sc.wantSent()
+	sc.companionExit(sec(4.25), 501, 137)
+	sc.wantSent("SIGUSR1@4.25s")
+}
+
+// The kill delay is taken from the drain's share: the bound comes that
+// much earlier, so the soft stop still comes by --max-wait.
+func TestCompanionKillDelayFromTheDrainShare(t *testing.T) {
+	s := testSettings
+	without := drainSettings(s, haproxy.Inspection{}, conf.RoutingOff).MaxWait
+	s.Companion, s.CompanionKillDelay = "/ctl", 4*time.Second
+	if with := drainSettings(s, haproxy.Inspection{}, conf.RoutingOff).MaxWait; with != without-4*time.Second {
+		t.Errorf("drain's max wait %v with a 4s kill delay, %v without: want 4s less", with, without)
+	}
+}
