@@ -52,3 +52,5 @@ done
 echo "setup: the image"
 bash hack/image.sh
 echo "setup: done in $(($(date +%s) - start))s"
+echo "setup: the haproxytech drop-in image"
+sh hack/image-haproxytech.sh # deploy/haproxytech-ingress/Dockerfile on a stand-in controller image, for test/image (~1.5 min, reuses image.sh's stand-ins)
