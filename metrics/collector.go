@@ -69,8 +69,24 @@ func (c collector) write(e *exposition) {
 	e.one(namespace+"_routing_pending_nodes", "gauge", "Nodes whose kube-proxy has not yet confirmed the pod's withdrawal (kube-proxy mode, during a drain); 0 otherwise.", float64(pending))
 	e.one(namespace+"_master_cli_up", "gauge", "1 when the last poll of HAProxy's master CLI succeeded, 0 when it failed or none was made yet.",
 		boolValue(s.PollError == "" && !s.ObservedAt.IsZero()))
+	if s.Companion != nil {
+		writeCompanion(e, *s.Companion)
+	}
 	writeRuntime(e)
 	writeProcess(e)
+}
+
+// writeCompanion writes the companion's families (--companion; absent
+// without one): its state, its restarts and its last exit code.
+func writeCompanion(e *exposition, c status.Companion) {
+	e.family(namespace+"_companion_state", "gauge", "1 for the state the companion process (--companion) is in, 0 for the others.")
+	for _, st := range status.CompanionStates() {
+		e.sample(namespace+"_companion_state", boolValue(c.State == st), "state", st)
+	}
+	e.one(namespace+"_companion_restarts_total", "counter", "Starts of the companion process after its first: it exited 0 or by a signal.", float64(c.Restarts))
+	if c.LastExit != nil {
+		e.one(namespace+"_companion_last_exit_code", "gauge", "The companion's last exit code as a shell reports it (128+n: killed by signal n); absent until it first exited.", float64(*c.LastExit))
+	}
 }
 
 // writeDrainDuration writes the histogram of this process's one drain:

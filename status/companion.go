@@ -1,6 +1,9 @@
 package status
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Companion is the process hapsuper runs beside HAProxy (--companion), as
 // last published; absent from the snapshot without one.
@@ -20,4 +23,21 @@ type Companion struct {
 // CompanionStates lists the companion's states, for metrics and docs.
 func CompanionStates() []string {
 	return []string{"waiting", "running", "backoff", "stopping", "stopped", "failed"}
+}
+
+// companionLine is the companion as Render shows it: "running, pid 12, 2
+// restarts, last exit 137 5s ago".
+func companionLine(c Companion, now time.Time) string {
+	line := c.State
+	if c.PID != 0 {
+		line += fmt.Sprintf(", pid %d", c.PID)
+	}
+	line += fmt.Sprintf(", %d restarts", c.Restarts)
+	if c.LastExit != nil {
+		line += fmt.Sprintf(", last exit %d %s", *c.LastExit, ago(now, c.LastExitAt))
+	}
+	if !c.NextStart.IsZero() && c.State == "backoff" {
+		line += ", starts again " + until(now, c.NextStart)
+	}
+	return line
 }

@@ -15,6 +15,7 @@ import (
 func TestSnapshotJSONShape(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	code := 137
 	full := Snapshot{
 		Phase:      drain.Stopping,
 		MasterPID:  10,
@@ -32,8 +33,9 @@ func TestSnapshotJSONShape(t *testing.T) {
 		Workers: []Worker{{PID: 11, Old: false, Sessions: 3, Requests: 99, Connections: 40}, {PID: 9, Old: true, Sessions: 1}},
 		Reloads: Reloads{OK: 2, Refused: 1, Failed: 1, Last: &Reload{At: sec(1), Result: ReloadFailed, Origin: "master CLI", Ended: sec(1.5),
 			Detail: "HAProxy did not load the new configuration"}},
-		Settings: Settings{GracePeriod: Duration(30 * time.Second), QuietPeriod: Duration(2 * time.Second), WithdrawnQuietPeriod: Duration(time.Second), MaxWait: Duration(18 * time.Second), Margin: Duration(2 * time.Second), PollInterval: Duration(100 * time.Millisecond), Routing: "kube-proxy"},
-		Error:    "bad request",
+		Settings:  Settings{GracePeriod: Duration(30 * time.Second), QuietPeriod: Duration(2 * time.Second), WithdrawnQuietPeriod: Duration(time.Second), MaxWait: Duration(18 * time.Second), Margin: Duration(2 * time.Second), PollInterval: Duration(100 * time.Millisecond), Routing: "kube-proxy"},
+		Companion: &Companion{Path: "/ctl", State: "backoff", Restarts: 2, LastExit: &code, LastExitAt: sec(4), NextStart: sec(4.5)},
+		Error:     "bad request",
 	}
 	for _, tc := range []struct {
 		name string
@@ -48,6 +50,7 @@ func TestSnapshotJSONShape(t *testing.T) {
 			`"workers":[{"pid":11,"old":false,"sessions":3,"requests":99,"connections":40},{"pid":9,"old":true,"sessions":1,"requests":0,"connections":0}],` +
 			`"reloads":{"ok":2,"refused":1,"failed":1,"last":{"at":"2026-11-30T12:00:01Z","result":"failed","origin":"master CLI","ended":"2026-11-30T12:00:01.5Z","detail":"HAProxy did not load the new configuration"}},` +
 			`"settings":{"gracePeriod":"30s","quietPeriod":"2s","withdrawnQuietPeriod":"1s","maxWait":"18s","margin":"2s","pollInterval":"100ms","routing":"kube-proxy"},` +
+			`"companion":{"path":"/ctl","state":"backoff","restarts":2,"lastExit":137,"lastExitAt":"2026-11-30T12:00:04Z","nextStart":"2026-11-30T12:00:04.5Z"},` +
 			`"error":"bad request"}`},
 		{"zero", Snapshot{}, `{"phase":"","masterPid":0,"drain":{"phase":""},"workers":null,"reloads":{"ok":0,"refused":0,"failed":0},` +
 			`"settings":{"gracePeriod":"0s","quietPeriod":"0s","withdrawnQuietPeriod":"0s","maxWait":"0s","margin":"0s","pollInterval":"0s","routing":""}}`},

@@ -28,6 +28,9 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	} else if !s.ObservedAt.IsZero() {
 		fmt.Fprintf(tw, "master CLI:\tanswered %s\n", ago(now, s.ObservedAt))
 	}
+	if c := s.Companion; c != nil {
+		fmt.Fprintf(tw, "companion:\t%s\n", companionLine(*c, now))
+	}
 	if r := s.Reloads.Last; r != nil {
 		fmt.Fprintf(tw, "last reload:\t%s\n", reloadLine(*r, now))
 		if r.Detail != "" {

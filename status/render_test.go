@@ -62,3 +62,17 @@ func TestRenderReadably(t *testing.T) {
 		}
 	}
 }
+
+// The companion's line says its state, pid, restarts and last exit.
+func TestRenderCompanion(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC)
+	code := 137
+	var b strings.Builder
+	s := Snapshot{Phase: drain.Serving, Companion: &Companion{State: "running", PID: 12, Restarts: 2, LastExit: &code, LastExitAt: now.Add(-5 * time.Second)}}
+	if err := Render(&b, s, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "companion:   running, pid 12, 2 restarts, last exit 137 5s ago\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("Render:\n%s\nwant the line %q", b.String(), want)
+	}
+}

@@ -31,9 +31,9 @@ type Snapshot struct {
 	Drain      Drain       `json:"drain"`
 	Workers    []Worker    `json:"workers"`
 	Reloads    Reloads     `json:"reloads"`
-	Companion  *Companion  `json:"companion,omitempty"` // nil without --companion
 	Settings   Settings    `json:"settings"`
-	Error      string      `json:"error,omitempty"` // set only in error replies
+	Companion  *Companion  `json:"companion,omitempty"` // nil without --companion
+	Error      string      `json:"error,omitempty"`     // set only in error replies
 }
 
 // Drain is where the drain stands. Times are zero (and left out of the
