@@ -34,6 +34,8 @@ func commands() []command {
 				"signal it keeps the listeners open until nothing routes new connections to the pod and\n" +
 				"the clients are quiet, then soft-stops HAProxy, and hard-stops it at grace − margin.\n" +
 				"Without --, it runs " + strings.Join(conf.DefaultHAProxy, " ") + ".\n" +
+				"With --companion, the words after -- are the companion's arguments and HAProxy's\n" +
+				"command comes from --haproxy-command.\n" +
 				"Every flag can also be set by its environment variable; a flag wins over its variable.",
 			flags: conf.RunFlags,
 			run:   func(args []string, stdout, stderr io.Writer) int { return runCommand("run", args, stdout, stderr) },
