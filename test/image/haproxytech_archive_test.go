@@ -13,23 +13,22 @@ import (
 	"github.com/hapsuper/hapsuper/conf"
 )
 
-// haproxytechArchiveName is the archive hack/image-haproxytech.sh writes:
-// deploy/haproxytech-ingress/Dockerfile built on its stand-in for the
-// controller's image.
-const haproxytechArchiveName = "haproxytech-ingress.oci.tar"
+// dropInArchive is the archive hack/image-haproxytech.sh writes for a
+// drop-in: its Dockerfile built on its stand-in for the controller's image.
+func dropInArchive(di dropIn) string { return filepath.Base(filepath.Dir(di.path)) + ".oci.tar" }
 
-// loadHAProxyTechArchive reads the haproxytech image's archive as
-// loadArchive reads image.sh's, or skips the test when it is missing
-// (fails it when CI=true), saying how to make it.
-func loadHAProxyTechArchive(t *testing.T) ociImage {
+// loadDropInArchive reads a drop-in image's archive as loadArchive reads
+// image.sh's, or skips the test when it is missing (fails it when
+// CI=true), saying how to make it.
+func loadDropInArchive(t *testing.T, di dropIn) ociImage {
 	t.Helper()
 	dir := os.Getenv(archiveEnv)
 	if dir == "" {
 		dir = archiveDefault
 	}
-	p := filepath.Join(dir, haproxytechArchiveName)
+	p := filepath.Join(dir, dropInArchive(di))
 	if _, err := os.Stat(p); err != nil {
-		msg := "no built haproxytech image at " + p + " (" + err.Error() + "): build it with `sh hack/image.sh && sh hack/image-haproxytech.sh` (root)"
+		msg := "no built drop-in image at " + p + " (" + err.Error() + "): build it with `sh hack/image.sh && sh hack/image-haproxytech.sh` (root)"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
@@ -61,19 +60,28 @@ func loadHAProxyTechArchive(t *testing.T) ociImage {
 	return img
 }
 
-// The built haproxytech image keeps the Dockerfile's ENTRYPOINT, CMD,
-// STOPSIGNAL and HAPSUPER_* settings over the base's (/start.sh, SIGUSR1
-// in the s6 image), holds the stand-in controller's layout, gopherd as a
-// link to hapsuper and hapsuper's run directory, 0700, owned by haproxy.
-func TestBuiltHAProxyTechImage(t *testing.T) {
-	img := loadHAProxyTechArchive(t)
-	df := loadDropIn(t, dropIns[0].path)
+// Each built drop-in image keeps the Dockerfile's ENTRYPOINT, CMD,
+// STOPSIGNAL, USER and HAPSUPER_* settings over the base's, holds the
+// stand-in's layout (wrapper, controller, configuration, /etc/gopherd),
+// gopherd as a link to hapsuper and hapsuper's run directory, 0700, owned
+// by haproxy.
+func TestBuiltHAProxyTechImages(t *testing.T) {
+	for _, di := range dropIns {
+		t.Run(filepath.Base(filepath.Dir(di.path)), func(t *testing.T) {
+			checkBuiltDropIn(t, di)
+		})
+	}
+}
+
+func checkBuiltDropIn(t *testing.T, di dropIn) {
+	img := loadDropInArchive(t, di)
+	df := loadDropIn(t, di.path)
 	c := img.Config
 	if !slices.Equal(c.Entrypoint, df.entrypoint) || len(c.Cmd) != 0 {
 		t.Errorf("image entrypoint %q cmd %q: want the Dockerfile's %q and no CMD", c.Entrypoint, c.Cmd, df.entrypoint)
 	}
-	if c.StopSignal != df.stopSignal {
-		t.Errorf("image stop signal %q, want the Dockerfile's %q", c.StopSignal, df.stopSignal)
+	if c.StopSignal != df.stopSignal || c.User != df.user {
+		t.Errorf("image stop signal %q user %q, want the Dockerfile's %q and %q", c.StopSignal, c.User, df.stopSignal, df.user)
 	}
 	for k, v := range df.env {
 		if !slices.Contains(c.Env, k+"="+v) {
@@ -91,12 +99,12 @@ func TestBuiltHAProxyTechImage(t *testing.T) {
 		}
 		return err
 	})
-	for _, f := range []string{"usr/local/sbin/haproxy", "usr/local/sbin/haproxy_wrapper", "haproxy-ingress-controller", "etc/haproxy/haproxy.cfg", "etc/gopherd/gopherd.yml"} {
-		if entries[f] == nil {
-			t.Errorf("the stand-in layout lacks /%s", f)
+	for _, f := range append([]string{di.wrapper, "/usr/local/sbin/haproxy", di.controller, "/etc/gopherd/gopherd.yml"}, di.configs...) {
+		if f != di.createdAux && entries[strings.TrimPrefix(f, "/")] == nil {
+			t.Errorf("the stand-in layout lacks %s", f)
 		}
 	}
-	link := entries[strings.TrimPrefix(filepath.Join(dropIns[0].gopherdDir, "gopherd"), "/")]
+	link := entries[strings.TrimPrefix(filepath.Join(di.gopherdDir, "gopherd"), "/")]
 	if link == nil || link.Typeflag != tar.TypeSymlink || link.Linkname != binaryPath {
 		t.Errorf("gopherd in the image: %+v, want a link to %s", link, binaryPath)
 	}

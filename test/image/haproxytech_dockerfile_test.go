@@ -27,6 +27,8 @@ type dropIn struct {
 	configs    []string
 	createdAux string // the -f file the image's PID 1 created when missing; "" when the image holds it
 	gopherdDir string // where the image's controller finds gopherd in PATH
+	controller string // the controller's program in the image
+	chartArgs  []string
 }
 
 var dropIns = []dropIn{
@@ -34,11 +36,27 @@ var dropIns = []dropIn{
 		path: "deploy/haproxytech-ingress/Dockerfile", modeFlag: "--with-s6-overlay",
 		wrapper: "/usr/local/sbin/haproxy_wrapper", configs: []string{"/etc/haproxy/haproxy.cfg", "/etc/haproxy/haproxy-aux.cfg"},
 		createdAux: "/etc/haproxy/haproxy-aux.cfg", gopherdDir: "/usr/local/bin",
+		controller: "/haproxy-ingress-controller",
+		// kubernetes-ingress chart 1.52.1's args for a Deployment with its
+		// default values, release haproxy-kubernetes-ingress in namespace
+		// haproxy-controller.
+		chartArgs: []string{
+			"--default-ssl-certificate=haproxy-controller/haproxy-kubernetes-ingress-default-cert",
+			"--configmap=haproxy-controller/haproxy-kubernetes-ingress",
+			"--http-bind-port=8080",
+			"--https-bind-port=8443",
+			"--ingress.class=haproxy",
+			"--prometheus",
+		},
 	},
 	{
 		path: "deploy/haproxy-unified-gateway/Dockerfile", modeFlag: "--with-gopherd",
 		wrapper: "/usr/local/sbin/haproxy_wrapper", configs: []string{"/usr/local/hug/haproxy.cfg", "/usr/local/hug/aux"},
 		gopherdDir: "/usr/local/sbin",
+		controller: "/usr/local/sbin/hug",
+		// haproxy-unified-gateway chart 1.1.0's args with hugconf.create,
+		// release haproxy-unified-gateway in its namespace.
+		chartArgs: []string{"--hugconf-crd=haproxy-unified-gateway/hugconf"},
 	},
 }
 

@@ -17,32 +17,29 @@ import (
 	"github.com/hapsuper/hapsuper/conf"
 )
 
-// haproxytechChartArgs are the container args kubernetes-ingress chart
-// 1.52.1 renders for a Deployment with its default values, release
-// haproxy-kubernetes-ingress in namespace haproxy-controller.
-var haproxytechChartArgs = []string{
-	"--default-ssl-certificate=haproxy-controller/haproxy-kubernetes-ingress-default-cert",
-	"--configmap=haproxy-controller/haproxy-kubernetes-ingress",
-	"--http-bind-port=8080",
-	"--https-bind-port=8443",
-	"--ingress.class=haproxy",
-	"--prometheus",
-}
-
-// The haproxytech image, run as a kubelet runs it with the chart's args
-// (chrooted into its layers, as the image's user, a 2 GiB cgroup
-// v2 memory limit visible at /sys/fs/cgroup): the stand-in controller gets
-// the mode flag and the chart's args; HAProxy runs through the wrapper
-// with gopherd.yml's command line, -m 66 % of the limit and the aux file
-// hapsuper created; the controller has GOMEMLIMIT at 33 %; its reloads over
-// the master socket land;
-// `gopherd signal haproxy SIGUSR2` in the image reloads through hapsuper;
-// SIGTERM drains and hapsuper exits 0.
-func TestBuiltHAProxyTechImageRuns(t *testing.T) {
+// Each drop-in image, run as a kubelet runs it with its chart's args
+// (chrooted into its layers, as the image's user, a 2 GiB cgroup v2 memory
+// limit visible at /sys/fs/cgroup): the stand-in controller gets the mode
+// flag and the chart's args; HAProxy runs through the wrapper with
+// gopherd.yml's command line, -m 66 % of the limit and, for
+// kubernetes-ingress, the aux file hapsuper created; the controller has
+// GOMEMLIMIT at 33 %; its reload over the master socket lands; `gopherd`
+// in the image (`signal haproxy SIGUSR2`, `haproxy restart`) reloads
+// through hapsuper; SIGTERM drains and hapsuper exits 0.
+func TestBuiltHAProxyTechImagesRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it unpacks the image with its owners and chroots into it")
 	}
-	img := loadHAProxyTechArchive(t)
+	for i, di := range dropIns {
+		gopherdArgs := [][]string{{"signal", "haproxy", "SIGUSR2"}, {"haproxy", "restart"}}[i%2]
+		t.Run(filepath.Base(filepath.Dir(di.path)), func(t *testing.T) {
+			runBuiltDropIn(t, di, gopherdArgs)
+		})
+	}
+}
+
+func runBuiltDropIn(t *testing.T, di dropIn, gopherdArgs []string) {
+	img := loadDropInArchive(t, di)
 	root, err := os.MkdirTemp("", "hapsuper-haproxytech-root-")
 	if err != nil {
 		t.Fatal(err)
@@ -52,15 +49,16 @@ func TestBuiltHAProxyTechImageRuns(t *testing.T) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	aux := "/etc/haproxy/haproxy-aux.cfg"
-	if _, err := os.Stat(filepath.Join(root, aux)); err == nil {
+	aux := di.createdAux
+	if _, err := os.Stat(filepath.Join(root, aux)); aux != "" && err == nil {
 		t.Fatalf("the image holds %s: the test must see hapsuper create it", aux)
 	}
 	// What the controller would write, and what HAProxy starts with: the
 	// example configuration on a free port (the image's binds :8080).
-	port := writeExampleConfig(t, filepath.Join(root, "etc/haproxy/haproxy.cfg"))
+	cfg := di.configs[0]
+	port := writeExampleConfig(t, filepath.Join(root, cfg))
 	cfgFrom := filepath.Join(root, "standin.cfg")
-	b, err := os.ReadFile(filepath.Join(root, "etc/haproxy/haproxy.cfg"))
+	b, err := os.ReadFile(filepath.Join(root, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +86,14 @@ func TestBuiltHAProxyTechImageRuns(t *testing.T) {
 	if uid < 0 {
 		t.Fatalf("no user %q in the image's /etc/passwd", img.Config.User)
 	}
-	for _, p := range []string{standinDir, filepath.Join(root, "etc/haproxy/haproxy.cfg")} {
+	for _, p := range []string{standinDir, filepath.Join(root, cfg)} {
 		if err := os.Chown(p, uid, gid); err != nil { // the controller writes them
 			t.Fatal(err)
 		}
 	}
 
 	c := img.Config
-	argv := slices.Concat(c.Entrypoint, c.Cmd, haproxytechChartArgs)
+	argv := slices.Concat(c.Entrypoint, c.Cmd, di.chartArgs)
 	env := slices.Concat(c.Env, drainEnv, []string{
 		"HAPSUPER_ROUTING=off",
 		// The drain's bound is max-wait less the companion's kill delay
@@ -106,14 +104,16 @@ func TestBuiltHAProxyTechImageRuns(t *testing.T) {
 		conf.EnvName("companion-kill-delay") + "=1s",
 		"STANDIN_INTERVAL=1m",
 		"STANDIN_DIR=/standin",
-		"STANDIN_CONFIG=/etc/haproxy/haproxy.cfg",
+		"STANDIN_CONFIG=" + cfg,
 		"STANDIN_CONFIG_FROM=/standin.cfg",
-		"STANDIN_AUX=" + aux,
 	})
+	if aux != "" {
+		env = append(env, "STANDIN_AUX="+aux)
+	}
 	t.Logf("running %q chrooted into the image (%s) as %s (%d:%d)", argv, root, img.Config.User, uid, gid)
 	p := startIn(t, root, "/", argv, env, uid, gid)
 	master := p.ready(t, uid)
-	if _, ok := p.Find("created empty file", nil); !ok {
+	if _, ok := p.Find("created empty file", nil); aux != "" && !ok {
 		t.Errorf(`no "created empty file" log for %s`, aux)
 	}
 
@@ -122,7 +122,7 @@ func TestBuiltHAProxyTechImageRuns(t *testing.T) {
 	for _, want := range [][]string{
 		{"-m", "1351"},
 		{"-S", "/var/run/haproxy-master.sock,level,admin"},
-		{"-f", "/etc/haproxy/haproxy.cfg", "-f", aux},
+		{"-f", di.configs[0], "-f", di.configs[1]},
 	} {
 		if !containsRun(cmdline, want) {
 			t.Errorf("HAProxy master's command line %q lacks %q", cmdline, want)
@@ -133,7 +133,7 @@ func TestBuiltHAProxyTechImageRuns(t *testing.T) {
 	}
 
 	start := standinEvent(t, standinDir, "start", 10*time.Second)
-	if want := strings.Join(append([]string{dropIns[0].modeFlag}, haproxytechChartArgs...), " "); start != want {
+	if want := strings.Join(append([]string{di.modeFlag}, di.chartArgs...), " "); start != want {
 		t.Errorf("the controller started with %q, want the mode flag and the chart's args %q", start, want)
 	}
 	standinEvent(t, standinDir, "reload", 10*time.Second)
@@ -146,13 +146,13 @@ func TestBuiltHAProxyTechImageRuns(t *testing.T) {
 		t.Errorf("no controller reload logged by hapsuper as landed")
 	}
 
-	gopherd := exec.Command(filepath.Join(dropIns[0].gopherdDir, "gopherd"), "signal", "haproxy", "SIGUSR2")
+	gopherd := exec.Command(filepath.Join(di.gopherdDir, "gopherd"), gopherdArgs...)
 	gopherd.Env = env
 	gopherd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	var out bytes.Buffer
 	gopherd.Stdout, gopherd.Stderr = &out, &out
 	if err := gopherd.Run(); err != nil {
-		t.Errorf("gopherd signal haproxy SIGUSR2 in the image: %v: %s", err, out.String())
+		t.Errorf("gopherd %s in the image: %v: %s", strings.Join(gopherdArgs, " "), err, out.String())
 	} else {
 		t.Logf("gopherd: %s", strings.TrimSpace(out.String()))
 	}
