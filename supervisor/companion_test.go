@@ -166,3 +166,25 @@ func TestCompanionKillDelayFromTheDrainShare(t *testing.T) {
 		t.Errorf("drain's max wait %v with a 4s kill delay, %v without: want 4s less", with, without)
 	}
 }
+
+// HAProxy's exit ends the companion: SIGTERM to its group, SIGKILL after
+// its kill delay when it is still there, reaped before hapsuper exits with
+// HAProxy's code.
+func TestCompanionEndsWithHAProxy(t *testing.T) {
+	sc, f := companionScenario(t)
+	signal := sc.l.companion.signal
+	sc.l.companion.signal = func(pgid int, sig syscall.Signal) error {
+		if sig == syscall.SIGKILL {
+			sc.master.others = map[int]int{pgid: 128 + int(sig)} // the next reap collects it
+		}
+		return signal(pgid, sig)
+	}
+	sc.exit(sec(2), 3)
+	f.want(t, "start-501@0s", "SIGTERM-501@2s", "SIGKILL-501@2s")
+	if st := sc.l.companion.status(); st.State != companionStopped || st.LastExit == nil || *st.LastExit != 137 {
+		t.Errorf("companion %+v, want stopped after SIGKILL", st)
+	}
+	if sc.l.exitCode != 3 {
+		t.Errorf("exit code %d, want HAProxy's 3", sc.l.exitCode)
+	}
+}
