@@ -52,5 +52,5 @@ done
 echo "setup: the image"
 bash hack/image.sh
 echo "setup: done in $(($(date +%s) - start))s"
-echo "setup: the haproxytech drop-in image"
-sh hack/image-haproxytech.sh # deploy/haproxytech-ingress/Dockerfile on a stand-in controller image, for test/image (~1.5 min, reuses image.sh's stand-ins)
+echo "setup: the haproxytech drop-in images"
+sh hack/image-haproxytech.sh # both haproxytech drop-ins on stand-in controller images, for test/image (~1 min, reuses image.sh's stand-ins)
