@@ -55,6 +55,10 @@ type syncFacts struct {
 	// stepped: two polls of this sync disagreed beyond stepTolerance; the
 	// node's clock was stepped and its ages are not trusted.
 	stepped bool
+	// metricsSync: kube-proxy's metrics, read from the process that
+	// answered healthz, hold a successful sync stamped with this
+	// lastUpdated (witness.go): it is a sync, not a start stamp.
+	metricsSync bool
 }
 
 // quickAnswer bounds the round trip of an answer that proves kube-proxy was
@@ -99,6 +103,15 @@ type Node struct {
 	// stall's end, when that is later. A sync that completed before the
 	// request was sent is unaffected: it holds what it held.
 	stalls []stall
+	// connFirst is the node-clock currentTime of the first answer on the
+	// connection healthz answers on now: the process that answers there
+	// had started by then (witness.go's same-process test).
+	connFirst time.Time
+	metrics   metricsFacts // what kube-proxy's metrics said (witness.go)
+	// restarted: the metrics named a new process since the last answer;
+	// the next new lastUpdated may be its start stamp, whatever
+	// connection it comes on.
+	restarted bool
 }
 
 // NewNode is a node not asked yet. Without an address it is unverified:
@@ -182,8 +195,11 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		n.Failed(&PollError{Msg: "healthz at " + n.Addr + " answers as " + h.Proxy.String() + ": " + h.Proxy.Why(), Proxy: h.Proxy}, sent, received)
 		return
 	}
-	failed := n.failed && !sameProcess
-	n.answered, n.problem, n.failed = true, nil, false
+	failed := (n.failed && !sameProcess) || n.restarted
+	n.answered, n.problem, n.failed, n.restarted = true, nil, false, false
+	if !sameProcess || n.connFirst.IsZero() {
+		n.connFirst = h.CurrentTime
+	}
 	if received.Sub(sent) > quickAnswer {
 		n.stalled(sent, received)
 	}
@@ -201,6 +217,7 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 			// kube-proxy's start stamp.
 			f = &syncFacts{lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
 				startStamp: failed, firstAnswer: !sameProcess}
+			f.metricsSync = n.metrics.synced(fam, fh.LastUpdated, n.connFirst)
 			n.syncs[fam] = f
 			f.noteQuick(age, received.Sub(sent), settle)
 			continue
@@ -275,14 +292,14 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
-	case f.startStamp:
+	case f.startStamp && !f.metricsSync:
 		// kube-proxy stamps lastUpdated when its sync loop starts, before
 		// its first sync; the rules of the instance before it still pick
 		// the pod. Only a later lastUpdated is a sync.
 		return NodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
 	case f.stepped:
 		return NodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
-	case f.firstAnswer && !f.earliest.Before(r.Add(ru.Allowance)):
+	case f.firstAnswer && !f.metricsSync && !f.earliest.Before(r.Add(ru.Allowance)):
 		// Late enough to confirm, but first seen on a new connection: a
 		// kube-proxy restarted after the change and before that connection
 		// stamped it at start, and the old instance's rules may still pick
@@ -314,14 +331,37 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 // (targets: family → receipt of its change). A failed poll does not erase
 // what earlier answers showed: the worse of the two stands.
 func (ru Rule) Node(n *Node, targets map[discovery.AddressType]time.Time) (NodeVerdict, string) {
-	if !n.answered && n.problem != nil {
-		return n.problem.verdict(), n.problem.Msg
+	v, why, _ := ru.node(n, targets)
+	return v, why
+}
+
+// Witness names what confirmed the node: WitnessHealthz when healthz
+// alone proves every family's sync, WitnessMetrics when kube-proxy's
+// metrics were needed for one of them; empty when it is not confirmed.
+func (ru Rule) Witness(n *Node, targets map[discovery.AddressType]time.Time) string {
+	if v, _, w := ru.node(n, targets); v == NodeConfirmed {
+		return w
 	}
-	worst, why := NodeConfirmed, ""
+	return ""
+}
+
+// node is Node with the witness that confirmed it.
+func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeVerdict, string, string) {
+	if !n.answered && n.problem != nil {
+		return n.problem.verdict(), n.problem.Msg, ""
+	}
+	worst, why, witness := NodeConfirmed, "", WitnessHealthz
 	for fam, r := range targets {
 		v, w := NodePending, "healthz not read yet"
 		if f := n.syncs[fam]; f != nil {
-			v, w = ru.judge(f, n.reference(f, r))
+			ref := n.reference(f, r)
+			v, w = ru.judge(f, ref)
+			switch {
+			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
+				witness = WitnessMetrics // healthz alone would have waited
+			case v == NodePending && ru.pendingSynced(n, f, fam, ref):
+				v, witness = NodeConfirmed, WitnessMetrics
+			}
 			w = string(fam) + ": " + w
 		} else if n.answered {
 			v, w = NodeUnverified, fmt.Sprintf("healthz has no %s status", fam)
@@ -332,13 +372,16 @@ func (ru Rule) Node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 	}
 	if worst != NodeConfirmed && n.problem != nil {
 		if n.problem.verdict() >= worst {
-			return n.problem.verdict(), n.problem.Msg
+			return n.problem.verdict(), n.problem.Msg, ""
 		}
 		// An earlier answer decides, but the operator should see that the
 		// node stopped answering (a kube-proxy gone, not merely slow).
 		why += "; last poll failed: " + n.problem.Msg
 	}
-	return worst, why
+	if worst != NodeConfirmed {
+		witness = ""
+	}
+	return worst, why, witness
 }
 
 // Healthz is what the confirmation reads of kube-proxy's /healthz answer:

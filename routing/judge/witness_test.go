@@ -1,0 +1,157 @@
+package judge
+
+import (
+	"testing"
+	"time"
+
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// metrics: kube-proxy's /metrics answered a request sent at `at`: its
+// process started at `start`, its last successful IPv4 sync at `sync`
+// (offsets from t0), with `pending` changes pending (-1: not in the
+// answer).
+func (s *nodeScenario) metrics(at, start, sync time.Duration, pending int) bool {
+	m := Metrics{ProcessStart: s.t0.Add(start), Synced: map[discovery.AddressType]time.Time{
+		discovery.AddressTypeIPv4: s.t0.Add(sync)}, Pending: max(pending, 0), HasPending: pending >= 0}
+	return s.n.RecordMetrics(m, s.t0.Add(at))
+}
+
+func (s *nodeScenario) expectWitness(want string) {
+	s.t.Helper()
+	if w := s.rule.Witness(s.n, map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r}); w != want {
+		s.t.Errorf("witness %q, want %q", w, want)
+	}
+}
+
+const hour = time.Hour
+
+// A lastUpdated first seen on a new connection after the change may be a
+// restarted kube-proxy's start stamp; the metrics of that process holding
+// a successful sync stamped with it (microseconds later) make it a sync.
+func TestWitnessStampEqualsMetricsSync(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1500*ms, 10*ms, 1400*ms) // first answer, 400 ms after the change
+	s.expect(NodePending, "first seen on a new connection")
+	s.expectWitness("")
+	s.metrics(1520*ms, -hour, 1400*ms+20*time.Microsecond, 0)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
+
+// The metrics read first, then healthz: the stamp is matched on arrival.
+func TestWitnessMetricsBeforeHealthz(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms) // a baseline on another connection
+	s.metrics(520*ms, -hour, 1400*ms+20*time.Microsecond, 0)
+	s.fresh = true
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
+
+// Confirmed by healthz alone: the witness says so.
+func TestWitnessHealthzAlone(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.metrics(520*ms, -hour, 400*ms, 0)
+	s.answer(1500*ms, 10*ms, 1400*ms) // a sync on the same connection
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessHealthz)
+}
+
+// A metrics stamp that does not match healthz's proves nothing.
+func TestWitnessMetricsDisagree(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.metrics(1520*ms, -hour, 1450*ms, 0) // 50 ms after: another sync
+	s.expect(NodePending, "first seen on a new connection")
+	s.metrics(1530*ms, -hour, 1400*ms-time.Millisecond, 0) // before it
+	s.expect(NodePending, "first seen on a new connection")
+}
+
+// Metrics from a process started after healthz's connection first answered
+// are another kube-proxy's: they prove nothing of that answer.
+func TestWitnessMetricsFromAnotherProcess(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.metrics(4000*ms, 3000*ms, 1400*ms+20*time.Microsecond, 0)
+	s.expect(NodePending, "first seen on a new connection")
+}
+
+// A new process start in the metrics is a restart even when no healthz
+// poll failed: the next new lastUpdated may be its start stamp.
+func TestWitnessRestartWithoutFailedPoll(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	if s.metrics(520*ms, -hour, 400*ms, 0) {
+		t.Fatal("the first metrics answer taken for a restart")
+	}
+	if !s.metrics(1300*ms, 1200*ms, 400*ms, 0) {
+		t.Fatal("a new process start not taken for a restart")
+	}
+	s.answer(1500*ms, 10*ms, 1450*ms) // late, and no poll failed
+	s.expect(NodePending, "restarted kube-proxy's start")
+	// Its first sync, seen in its metrics, is a sync.
+	s.metrics(1600*ms, 1200*ms, 1550*ms, 0)
+	s.answer(1700*ms, 10*ms, 1550*ms)
+	s.expect(NodeConfirmed, "")
+}
+
+// A restart also marks a stamp healthz showed after the new start.
+func TestWitnessRestartMarksSeenStamp(t *testing.T) {
+	s := newNodeScenario(t)
+	s.metrics(500*ms, -hour, 400*ms, 0)
+	s.answer(510*ms, 10*ms, 400*ms)
+	s.answer(1500*ms, 10*ms, 1450*ms) // a new stamp on the same connection
+	s.metrics(1520*ms, 1400*ms, 400*ms, -1)
+	s.expect(NodePending, "restarted kube-proxy's start")
+}
+
+// No pending change, read D after the change from the process healthz
+// answers for, then a newer successful sync: that sync holds the change,
+// though healthz's last stamp is ambiguous.
+func TestWitnessPendingZeroThenSync(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.answer(1100*ms, 10*ms, 1050*ms) // in flight at the change
+	s.expect(NodePending, "may predate the change")
+	s.metrics(1200*ms, -hour, 1050*ms, 0) // too soon after the change
+	s.metrics(1210*ms, -hour, 1100*ms, 0)
+	s.expect(NodePending, "may predate the change")
+	s.metrics(1300*ms, -hour, 1100*ms, 0) // D after it: kube-proxy had it
+	s.expect(NodePending, "may predate the change")
+	s.metrics(1320*ms, -hour, 1310*ms, 0) // a sync completed after that read
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
+
+// Pending changes, or none from another process, confirm nothing.
+func TestWitnessPendingNotZero(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	s.metrics(1300*ms, -hour, 1100*ms, 1)
+	s.metrics(1320*ms, -hour, 1310*ms, 1)
+	s.expect(NodePending, "may predate the change")
+
+	s = newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	s.metrics(2600*ms, 2000*ms, 2100*ms, 0) // started after the connection's first answer
+	s.metrics(2620*ms, 2000*ms, 2500*ms, 0)
+	s.expect(NodePending, "may predate the change")
+}
+
+// After a failed poll a new lastUpdated may be a start stamp; the metrics
+// of the process that answers holding it as a successful sync make it one.
+func TestWitnessStartStampAfterFailure(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.n.Failed(&PollError{Msg: "connection refused"}, s.t0.Add(1100*ms), s.t0.Add(1110*ms))
+	s.answer(1500*ms, 10*ms, 1450*ms)
+	s.expect(NodePending, "restarted kube-proxy's start")
+	s.metrics(1520*ms, -hour, 1450*ms+20*time.Microsecond, 0)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
