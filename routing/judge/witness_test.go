@@ -149,6 +149,7 @@ func TestWitnessStartStampAfterFailure(t *testing.T) {
 	s := newNodeScenario(t)
 	s.answer(500*ms, 10*ms, 400*ms)
 	s.n.Failed(&PollError{Msg: "connection refused"}, s.t0.Add(1100*ms), s.t0.Add(1110*ms))
+	s.fresh = true // the refused connection's successor
 	s.answer(1500*ms, 10*ms, 1450*ms)
 	s.expect(NodePending, "restarted kube-proxy's start")
 	s.metrics(1520*ms, -hour, 1450*ms+20*time.Microsecond, 0)
