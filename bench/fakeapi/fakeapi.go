@@ -64,3 +64,18 @@ func PodSlice(ns string, ready bool) *discovery.EndpointSlice {
 		},
 	}
 }
+
+// MarkDeleting gives the pod under test in ns a deletionTimestamp of now
+// and grace seconds, as the API's DELETE of a pod with a grace period does.
+func MarkDeleting(ctx context.Context, c *fake.Clientset, ns string, grace int64) error {
+	pod, err := c.CoreV1().Pods(ns).Get(ctx, Pod, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get pod %s in the fake API: %w", Pod, err)
+	}
+	now := metav1.Now()
+	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &now, &grace
+	if _, err := c.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("mark pod %s deleting in the fake API: %w", Pod, err)
+	}
+	return nil
+}

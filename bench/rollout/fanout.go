@@ -38,10 +38,12 @@ import (
 // childEnv selects a child mode of this binary.
 const childEnv = "HAPSUPER_BENCH_CHILD"
 
-// Scripted syncs, after T0.
+// Scripted syncs, after T0; the pod is deleted at T0 and withdrawn from
+// its EndpointSlice endpointsLag later.
 const (
-	firstSync = 400 * time.Millisecond
-	syncSpan  = 500 * time.Millisecond
+	firstSync    = 400 * time.Millisecond
+	syncSpan     = 500 * time.Millisecond
+	endpointsLag = 50 * time.Millisecond
 )
 
 // fanoutResult is what the fan-out part measured.
@@ -180,8 +182,8 @@ func childMode() bool {
 
 // fanoutChild: a fake API with N nodes and the pod listed ready beside
 // another ready endpoint; report "synced"; at T0 (read from stdin) mark
-// the pod terminating and request the stop; report when the verdict is
-// withdrawn.
+// the pod deleting and request the stop, withdraw it endpointsLag later;
+// report when the verdict is withdrawn.
 func fanoutChild() error {
 	nodes, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_NODES"))
 	port, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_PORT"))
@@ -223,10 +225,17 @@ func fanoutChild() error {
 		return fmt.Errorf("read T0: %w", err)
 	}
 	time.Sleep(time.Until(time.Unix(0, at)))
+	// As in a cluster: the pod's deletion, seen by the kubelet (the stop
+	// request) and by the EndpointSlice controller, which withdraws the pod
+	// endpointsLag later.
+	if err := fakeapi.MarkDeleting(ctx, client, ns, 30); err != nil {
+		return err
+	}
+	obs.StopRequested(time.Now())
+	time.Sleep(endpointsLag)
 	if _, err := client.DiscoveryV1().EndpointSlices(ns).Update(ctx, fakeapi.PodSlice(ns, false), metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("withdraw the pod: %w", err)
 	}
-	obs.StopRequested(time.Now())
 	rep := childReport{SyncedKB: syncedKB}
 	end := time.Now().Add(15 * time.Second)
 	for time.Now().Before(end) {
