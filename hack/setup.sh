@@ -51,6 +51,6 @@ for v in 3.0 3.2 3.4; do
 done
 echo "setup: the image"
 bash hack/image.sh
-echo "setup: done in $(($(date +%s) - start))s"
 echo "setup: the haproxytech drop-in images"
 sh hack/image-haproxytech.sh # both haproxytech drop-ins on stand-in controller images, for test/image (~1 min, reuses image.sh's stand-ins)
+echo "setup: done in $(($(date +%s) - start))s"
