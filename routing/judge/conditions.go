@@ -55,6 +55,10 @@ type KubeProxy struct {
 	Total      int      // nodes judged
 	Pending    []string // "node: why", nodes that may still route here
 	Unverified []string // "node: why", nodes not observed
+	// ByMetrics are the confirmed nodes whose confirmation needed
+	// kube-proxy's metrics (Rule.Witness); healthz alone confirmed the
+	// others.
+	ByMetrics []string
 }
 
 // CheckPhase is where one node health check stands.
@@ -173,7 +177,11 @@ func (kp *KubeProxy) apply(api string) combined {
 		return combined{State: drain.RoutingUnverified, Detail: fmt.Sprintf(
 			"%s; kube-proxy not observed on %d of %d nodes: %s; confirmed on the others", api, len(kp.Unverified), kp.Total, named(kp.Unverified))}
 	}
-	return combined{State: drain.RoutingWithdrawn, Detail: fmt.Sprintf("%s; confirmed by kube-proxy on %d nodes", api, kp.Total)}
+	d := fmt.Sprintf("%s; confirmed by kube-proxy on %d nodes", api, kp.Total)
+	if len(kp.ByMetrics) > 0 {
+		d += fmt.Sprintf(" (witness: healthz on %d, metrics on %d: %s)", kp.Total-len(kp.ByMetrics), len(kp.ByMetrics), named(kp.ByMetrics))
+	}
+	return combined{State: drain.RoutingWithdrawn, Detail: d}
 }
 
 // apply holds a verdict that would let the drain end while an external

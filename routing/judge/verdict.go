@@ -198,6 +198,10 @@ func kubeProxy(f *Facts) KubeProxy {
 			kp.Pending = append(kp.Pending, name+": "+why)
 		case NodeUnverified:
 			kp.Unverified = append(kp.Unverified, name+": "+why)
+		case NodeConfirmed:
+			if f.Rule.Witness(f.Nodes[name], targets) == WitnessMetrics {
+				kp.ByMetrics = append(kp.ByMetrics, name)
+			}
 		}
 	}
 	return kp

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/hapsuper/hapsuper/drain"
 )
 
 // metrics: kube-proxy's /metrics answered a request sent at `at`: its
@@ -155,4 +157,19 @@ func TestWitnessStartStampAfterFailure(t *testing.T) {
 	s.metrics(1520*ms, -hour, 1450*ms+20*time.Microsecond, 0)
 	s.expect(NodeConfirmed, "")
 	s.expectWitness(WitnessMetrics)
+}
+
+// The verdict names the nodes the metrics witness confirmed: n2's first
+// answer after the change shows a stamp (R+400ms) that its metrics hold as
+// a successful sync; n1's sync shows on the baseline's connection.
+func TestScenarioMetricsWitnessNamed(t *testing.T) {
+	c := newLateCluster(t, "n1", "n2")
+	c.answer("n1", 0)
+	c.syncsAt("n1", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
+	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
+	expectRouting(t, c.round(500*ms, "n1", "n2"), drain.RoutingPending, "n2: IPv4: lastUpdated first seen on a new connection")
+	c.proxies["n2"].n.RecordMetrics(Metrics{ProcessStart: c.R.Add(-hour),
+		Synced: map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: c.R.Add(400*ms + 20*time.Microsecond)}}, c.R.Add(510*ms))
+	expectRouting(t, c.judge(c.R.Add(520*ms)), drain.RoutingWithdrawn,
+		"confirmed by kube-proxy on 2 nodes (witness: healthz on 1, metrics on 1: n2)")
 }
