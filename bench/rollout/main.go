@@ -290,7 +290,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		if err != nil && len(rows) == 0 {
 			return err
 		}
-		flags := fmt.Sprintf("-soak %d -kube-proxy %s", o.soak, o.proxyStates)
+		flags := fmt.Sprintf("-soak %d -kube-proxy %s", o.soak, o.proxyStates) + metricsFlag(o.metrics)
 		table := soakReport(rows, o.soak, flags, o.grace, time.Since(began), o.smoke)
 		if err != nil {
 			// The rows done so far are kept, marked as a run that stopped.
