@@ -28,6 +28,7 @@ targets=(
 	./haproxy:FuzzOverride
 	./haproxy:FuzzCommand
 	./routing:FuzzParseHealthz
+	./routing:FuzzParseMetrics
 	./routing:FuzzHealthzExchange
 	./routing:FuzzParseEmulated
 	./drain:FuzzDrain

@@ -1,0 +1,257 @@
+package routing
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
+)
+
+// The metrics client reads kube-proxy's /metrics (--metrics-bind-address)
+// for the three samples the confirmation uses (judge.Metrics) and nothing
+// else. It scans the text exposition line by line rather than handing it
+// to prometheus/common's expfmt: expfmt parses every family into memory
+// (kube-proxy's answer is 100-300 KB of histograms and Go runtime
+// families, times thousands of nodes per round), and three single-sample
+// lines need no parser. Bounds: maxMetricsAnswer bytes, the request's
+// timeout, lines longer than maxMetricsLine skipped; the scan stops once
+// the last family it wants (process_start_time_seconds: families come
+// sorted by name) is read.
+
+// The families read.
+const (
+	metricSyncStamp   = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	metricPending     = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"
+	metricStart       = "process_start_time_seconds"
+	maxMetricsAnswer  = 4 << 20
+	maxMetricsLine    = 4 << 10
+	metricsReadBuffer = 8 << 10
+)
+
+// errNoProcessStart: the answer lacks process_start_time_seconds, without
+// which no sample can be tied to a process.
+var errNoProcessStart = errors.New("no " + metricStart + ": not kube-proxy's metrics")
+
+// errMetricsTooLong: maxMetricsAnswer bytes read without the samples.
+var errMetricsTooLong = fmt.Errorf("answer longer than %d bytes without %s: not kube-proxy's metrics", maxMetricsAnswer, metricStart)
+
+// parseMetrics scans a text exposition for the samples judge.Metrics
+// holds. It reads at most maxMetricsAnswer bytes of r.
+func parseMetrics(r io.Reader) (judge.Metrics, error) {
+	m := judge.Metrics{Synced: map[discovery.AddressType]time.Time{}}
+	lr := &io.LimitedReader{R: r, N: maxMetricsAnswer + 1}
+	br := bufio.NewReaderSize(lr, metricsReadBuffer)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			if len(line) < maxMetricsLine {
+				line = append(line, chunk...)
+			}
+			continue
+		case len(line) > 0:
+			chunk = append(line, chunk...)
+			line = line[:0]
+		}
+		if len(chunk) <= maxMetricsLine {
+			if done, perr := takeLine(&m, bytes.TrimSpace(chunk)); perr != nil {
+				return judge.Metrics{}, perr
+			} else if done {
+				break
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return judge.Metrics{}, err
+		}
+	}
+	if m.ProcessStart.IsZero() && lr.N == 0 {
+		return judge.Metrics{}, errMetricsTooLong
+	}
+	if m.ProcessStart.IsZero() {
+		return judge.Metrics{}, errNoProcessStart
+	}
+	return m, nil
+}
+
+// takeLine takes one exposition line into m; done once
+// process_start_time_seconds is read, the last of the families wanted in
+// name order.
+func takeLine(m *judge.Metrics, l []byte) (done bool, err error) {
+	if len(l) == 0 || l[0] == '#' {
+		return false, nil
+	}
+	name, labels, value, ok := splitSample(l)
+	if !ok {
+		return false, nil
+	}
+	switch string(name) {
+	case metricSyncStamp:
+		fam := discovery.AddressType(labelValue(labels, "ip_family"))
+		if fam != discovery.AddressTypeIPv4 && fam != discovery.AddressTypeIPv6 {
+			return false, nil
+		}
+		t, err := unixSeconds(value, metricSyncStamp)
+		if err != nil {
+			return false, err
+		}
+		if !t.IsZero() {
+			m.Synced[fam] = t
+		}
+	case metricPending:
+		v, err := strconv.ParseFloat(string(value), 64)
+		if err != nil || v < 0 || v > math.MaxInt32 || v != math.Trunc(v) {
+			return false, fmt.Errorf("%s %q: not a count", metricPending, clipPeer(string(value)))
+		}
+		m.Pending, m.HasPending = int(v), true
+	case metricStart:
+		t, err := unixSeconds(value, metricStart)
+		if err != nil {
+			return false, err
+		}
+		if t.IsZero() {
+			return false, fmt.Errorf("%s is 0", metricStart)
+		}
+		m.ProcessStart = t
+		return true, nil
+	}
+	return false, nil
+}
+
+// splitSample splits `name{labels} value [timestamp]`.
+func splitSample(l []byte) (name, labels, value []byte, ok bool) {
+	i := bytes.IndexAny(l, "{ \t")
+	if i <= 0 {
+		return nil, nil, nil, false
+	}
+	name, rest := l[:i], l[i:]
+	if rest[0] == '{' {
+		j := bytes.LastIndexByte(rest, '}')
+		if j < 0 {
+			return nil, nil, nil, false
+		}
+		labels, rest = rest[1:j], rest[j+1:]
+	}
+	f := bytes.Fields(rest)
+	if len(f) == 0 || len(f) > 2 {
+		return nil, nil, nil, false
+	}
+	return name, labels, f[0], true
+}
+
+// labelValue is the value of label key in `k="v",…`; empty when absent.
+// kube-proxy's label values here (IPv4, IPv6) hold no escapes.
+func labelValue(labels []byte, key string) string {
+	for len(labels) > 0 {
+		eq := bytes.IndexByte(labels, '=')
+		if eq < 0 || eq+1 >= len(labels) || labels[eq+1] != '"' {
+			return ""
+		}
+		k := bytes.TrimSpace(labels[:eq])
+		rest := labels[eq+2:]
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
+			return ""
+		}
+		if string(k) == key {
+			return string(rest[:end])
+		}
+		labels = bytes.TrimLeft(rest[end+1:], ", ")
+	}
+	return ""
+}
+
+// unixSeconds reads a gauge of seconds since the epoch; 0 is the zero time
+// (a family not set yet).
+func unixSeconds(v []byte, name string) (time.Time, error) {
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > 1e11 {
+		return time.Time{}, fmt.Errorf("%s %q: not a time in seconds", name, clipPeer(string(v)))
+	}
+	if f == 0 {
+		return time.Time{}, nil
+	}
+	sec := math.Floor(f)
+	return time.Unix(int64(sec), int64((f-sec)*1e9)).UTC(), nil
+}
+
+// metricsClient asks kube-proxies' /metrics, one connection per request
+// (an answer is read once per round per node: no connection is kept).
+type metricsClient struct {
+	dial        dialFunc
+	dialTimeout time.Duration
+	now         func() time.Time
+}
+
+// fetch reads the metrics at addr (host:port) within timeout; sent is
+// when the request was written, in the client's clock.
+func (c *metricsClient) fetch(ctx context.Context, addr string, timeout time.Duration) (m judge.Metrics, sent time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dctx, dcancel := context.WithTimeout(ctx, c.dialTimeout)
+	conn, err := c.dial(dctx, "tcp", addr)
+	dcancel()
+	if err != nil {
+		return m, sent, fmt.Errorf("metrics at %s unreachable: %w", addr, clipError(err))
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	sent = c.now()
+	req := "GET /metrics HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: hapsuper\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		return m, sent, c.failed(ctx, addr, err, timeout)
+	}
+	b := &answerBudget{r: conn, left: maxHealthzHead, over: errHeadTooLong}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(b, healthzReadBuffer), nil)
+	if err != nil {
+		return m, sent, c.failed(ctx, addr, err, timeout)
+	}
+	defer resp.Body.Close()
+	b.left, b.over = maxMetricsAnswer+maxHealthzHead, fmt.Errorf("answer longer than %d bytes: not kube-proxy's metrics", maxMetricsAnswer)
+	if resp.StatusCode != http.StatusOK {
+		return m, sent, fmt.Errorf("metrics at %s answered HTTP %d: not kube-proxy's metrics", addr, resp.StatusCode)
+	}
+	m, err = parseMetrics(resp.Body)
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			return judge.Metrics{}, sent, fmt.Errorf("metrics at %s did not answer within %v", addr, timeout)
+		}
+		return judge.Metrics{}, sent, fmt.Errorf("metrics at %s: %w", addr, clipError(err))
+	}
+	return m, sent, nil
+}
+
+func (c *metricsClient) failed(ctx context.Context, addr string, err error, timeout time.Duration) error {
+	if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("metrics at %s did not answer within %v", addr, timeout)
+	}
+	return fmt.Errorf("metrics at %s failed: %w", addr, clipError(err))
+}
+
+// metricsAddr is the metrics address on the node of healthz address addr.
+func metricsAddr(addr string, port int) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
