@@ -42,6 +42,7 @@ type Settings struct {
 	MetricsAddr          string   // Prometheus endpoint address; empty: off
 
 	KubeProxyHealthzPort   int           // kube-proxy's healthz port on every node
+	KubeProxyMetricsPort   int           // kube-proxy's metrics port on every node; 0: not read
 	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
 	KubeProxySyncAllowance time.Duration // D: kube-proxy's lag behind hapsuper's watch plus one sync
 	LBDeregistrationDelay  time.Duration // load balancers' sending after deregistration; 0: none
@@ -168,6 +169,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.Var(choiceValue{&s.Routing, routingModes}, "routing", "routing observation: off, endpointslices, kube-proxy, or auto (with in-cluster credentials or a kubeconfig: kube-proxy when nodes can be listed and this node's kube-proxy healthz answers, else endpointslices; without: off)")
 	fs.StringVar(&s.Kubeconfig, "kubeconfig", s.Kubeconfig, "kubeconfig for use outside a cluster (default: in-cluster credentials)")
 	fs.IntVar(&s.KubeProxyHealthzPort, "kube-proxy-healthz-port", s.KubeProxyHealthzPort, "kube-proxy's healthz port on the nodes (--routing kube-proxy)")
+	fs.IntVar(&s.KubeProxyMetricsPort, "kube-proxy-metrics-port", s.KubeProxyMetricsPort, "kube-proxy's metrics port on the nodes, where its --metrics-bind-address listens on the node address (10249): its metrics as a second witness of its syncs and restarts (--routing kube-proxy); 0: off")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxySyncAllowance}, "kube-proxy-sync-allowance", "kube-proxy's lag behind hapsuper's watch plus one rule sync: its p99 sync_proxy_rules_duration_seconds, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.LBDeregistrationDelay}, "lb-deregistration-delay", "how long load balancers that target pod IPs keep sending after deregistration; the drain holds that long after the withdrawal (routing modes)")

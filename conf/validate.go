@@ -87,6 +87,9 @@ func validate(s Settings, src source) error {
 				src.label("poll-interval", s.PollInterval), src.label("withdrawn-quiet-period", s.WithdrawnQuietPeriod))
 		}
 	}
+	if s.KubeProxyMetricsPort < 0 || s.KubeProxyMetricsPort > 65535 {
+		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is 10249), or 0 to read no metrics", src.label("kube-proxy-metrics-port", s.KubeProxyMetricsPort))
+	}
 	if s.KubeProxyHealthzPort < 1 || s.KubeProxyHealthzPort > 65535 {
 		return fmt.Errorf("%s is not a TCP port: use 1-65535 (kube-proxy's default is %d)", src.label("kube-proxy-healthz-port", s.KubeProxyHealthzPort), DefaultKubeProxyHealthzPort)
 	}

@@ -87,6 +87,7 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		Mode:                Mode(mode),
 		Identity:            id,
 		HealthzPort:         s.KubeProxyHealthzPort,
+		MetricsPort:         s.KubeProxyMetricsPort,
 		MinSyncPeriod:       s.KubeProxyMinSyncPeriod,
 		SyncAllowance:       s.KubeProxySyncAllowance,
 		LoadBalancerDelay:   s.LBDeregistrationDelay,

@@ -45,6 +45,9 @@ type Config struct {
 
 	// HealthzPort is kube-proxy's healthz port on every node.
 	HealthzPort int
+	// MetricsPort is kube-proxy's metrics port on every node, read beside
+	// healthz as a second witness (judge.Metrics); 0: not read.
+	MetricsPort int
 
 	// MinSyncPeriod is kube-proxy's --min-sync-period (iptables/nftables
 	// minSyncPeriod), which cannot be observed: it must be at least the
@@ -145,6 +148,8 @@ func (c Config) validate() error {
 	switch {
 	case c.HealthzPort < 1 || c.HealthzPort > 65535:
 		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
+	case c.MetricsPort < 0 || c.MetricsPort > 65535:
+		return fmt.Errorf("check routing config: metrics port %d out of range: use 1-65535, or 0 for none", c.MetricsPort)
 	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
 		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
 	case c.Concurrency < 1:

@@ -28,6 +28,7 @@ type Observer struct {
 	client  API
 	clock   clock.WithTicker
 	http    *healthzClient
+	metrics *metricsClient // kube-proxy's /metrics, with cfg.MetricsPort
 	log     *slog.Logger
 	kick    chan struct{} // StopRequested and the pod's deletion ask Run for a round now
 
@@ -83,13 +84,14 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 			LBHealthCheckWindow: cfg.LBHealthCheckWindow,
 			PodChecked:          cfg.PodChecked,
 		},
-		match:  judge.Matcher{PodName: cfg.Identity.PodName, Addrs: addrs},
-		client: client,
-		clock:  clk,
-		http:   hc,
-		conns:  conns,
-		log:    log.With("component", "routing"),
-		kick:   make(chan struct{}, 1),
+		match:   judge.Matcher{PodName: cfg.Identity.PodName, Addrs: addrs},
+		client:  client,
+		clock:   clk,
+		http:    hc,
+		metrics: &metricsClient{dial: conns.track(dial), dialTimeout: cfg.RequestTimeout / 2, now: clk.Now},
+		conns:   conns,
+		log:     log.With("component", "routing"),
+		kick:    make(chan struct{}, 1),
 		watch: watchState{
 			services:  map[string]*corev1.Service{},
 			slices:    map[string]*storedSlice{},

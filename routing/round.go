@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -86,9 +87,17 @@ func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
 	}
 }
 
-// pollNode reads one node's healthz and records what it said.
+// pollNode reads one node's healthz, and after an answer its metrics
+// (with MetricsPort: one request after the other, so one in flight per node
+// within the round's concurrency), and records what they said.
 func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 	h, sent, received, via, err := o.http.fetch(ctx, n.Addr, o.cfg.RequestTimeout)
+	var m judge.Metrics
+	var msent time.Time
+	var merr error
+	if err == nil && o.cfg.MetricsPort != 0 && ctx.Err() == nil {
+		m, msent, merr = o.metrics.fetch(ctx, metricsAddr(n.Addr, o.cfg.MetricsPort), o.cfg.RequestTimeout)
+	}
 	if ctx.Err() != nil {
 		return // shutting down: what the node said before stands
 	}
@@ -108,11 +117,21 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		n.Reconnected()
 	}
 	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
+	switch {
+	case o.cfg.MetricsPort == 0:
+	case merr != nil:
+		// Healthz alone judges the node: a metrics answer missing proves
+		// nothing either way.
+		o.log.Debug("kube-proxy metrics not read", "node", n.Name, "err", merr)
+	case n.RecordMetrics(m, msent):
+		o.log.Info("kube-proxy restarted: its metrics name a new process start", "node", n.Name, "start", m.ProcessStart)
+	}
 	if !judge.APIWithdrawn(o.watch.paths) {
 		return // a baseline: its connection is kept for the polls to come
 	}
 	if v, _ := o.judging.Rule.Node(n, judge.Targets(o.watch.paths)); v == judge.NodeConfirmed {
-		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.Name, "rtt", received.Sub(sent))
+		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.Name, "rtt", received.Sub(sent),
+			"witness", o.judging.Rule.Witness(n, judge.Targets(o.watch.paths)))
 		// Not asked again unless a later withdrawal needs it: its kept
 		// connection (a socket and its buffer) would stay until exit.
 		o.http.closeIdle(n.Addr)
