@@ -102,6 +102,7 @@ func clusterRows(ctx context.Context, r *Report, in Input) {
 		return
 	}
 	kubeProxyRows(ctx, r, in.Client, s.KubeProxyHealthzPort)
+	kubeProxyMetricsRows(ctx, r, in.Client, s.KubeProxyMetricsPort)
 }
 
 // serverVersion asks the apiserver its version: whether it answers at all.

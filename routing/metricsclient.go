@@ -11,10 +11,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
 )
@@ -254,4 +257,57 @@ func metricsAddr(addr string, port int) string {
 		return ""
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// NodeMetrics is one node's kube-proxy metrics, as `hapsuper check` shows
+// them.
+type NodeMetrics struct {
+	Node string
+	Addr string // host:port asked; empty without an InternalIP
+	Err  string // why they could not be read; empty when they were
+	// Started is the process start; Synced the families with a
+	// successful sync; HasPending whether the pending gauge is there.
+	Started    time.Time
+	Synced     []string
+	HasPending bool
+}
+
+// ProbeKubeProxyMetrics lists the nodes and reads each node's kube-proxy
+// metrics at port once, at most DefaultConcurrency at a time, each bounded
+// by DefaultRequestTimeout. The error is the node list's.
+func ProbeKubeProxyMetrics(ctx context.Context, client API, port int) ([]NodeMetrics, error) {
+	list, err := client.ListNodes(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	mc := &metricsClient{dial: (&net.Dialer{}).DialContext, dialTimeout: DefaultRequestTimeout / 2, now: time.Now}
+	out := make([]NodeMetrics, len(list.Items))
+	for i := range list.Items {
+		out[i] = NodeMetrics{Node: list.Items[i].Name}
+		if ip := internalIP(&list.Items[i]); ip.IsValid() {
+			out[i].Addr = net.JoinHostPort(ip.String(), strconv.Itoa(port))
+		} else {
+			out[i].Err = "node has no InternalIP to reach kube-proxy at"
+		}
+	}
+	idx := make([]int, 0, len(out))
+	for i := range out {
+		if out[i].Addr != "" {
+			idx = append(idx, i)
+		}
+	}
+	fanOut(ctx, DefaultConcurrency, idx, func(i int) {
+		m, _, err := mc.fetch(ctx, out[i].Addr, DefaultRequestTimeout)
+		if err != nil {
+			out[i].Err = err.Error()
+			return
+		}
+		out[i].Started, out[i].HasPending = m.ProcessStart, m.HasPending
+		for fam := range m.Synced {
+			out[i].Synced = append(out[i].Synced, string(fam))
+		}
+		slices.Sort(out[i].Synced)
+	})
+	slices.SortFunc(out, func(a, b NodeMetrics) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
 }
