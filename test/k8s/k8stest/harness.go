@@ -30,6 +30,10 @@ type Options struct {
 	// controllers. Needs the kubelet binary and Debian's containerd, runc,
 	// containernetworking-plugins and gcc.
 	KubeletNode int
+	// KubeProxyMetrics binds kube-proxy's metrics to the node's address
+	// (MetricsPort) instead of its loopback, as clusters that Prometheus
+	// scrapes do, for hapsuper's --kube-proxy-metrics-port.
+	KubeProxyMetrics bool
 }
 
 // Harness is one running cluster. Start makes it; t.Cleanup removes it.

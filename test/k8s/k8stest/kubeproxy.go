@@ -17,6 +17,10 @@ import (
 // HealthzPort is where kube-proxy serves healthz, on the node's address.
 const HealthzPort = 10256
 
+// MetricsPort is where kube-proxy serves its metrics: on the node's
+// address with Options.KubeProxyMetrics, else on the node's loopback.
+const MetricsPort = 10249
+
 // KubeProxy is one node's kube-proxy, running inside the node's network
 // namespace with its own config file and the system:kube-proxy identity.
 type KubeProxy struct {
@@ -36,6 +40,10 @@ func newKubeProxy(n *Node) (*KubeProxy, error) {
 	}
 	config := h.path("kube-proxy-" + n.Name + ".yaml")
 	minSync := h.Options.MinSyncPeriod.String()
+	metrics := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), MetricsPort)
+	if h.Options.KubeProxyMetrics {
+		metrics = netip.AddrPortFrom(n.IP, MetricsPort)
+	}
 	body := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
@@ -44,7 +52,7 @@ hostnameOverride: %s
 mode: %s
 clusterCIDR: %s
 healthzBindAddress: %s
-metricsBindAddress: 127.0.0.1:10249
+metricsBindAddress: %s
 oomScoreAdj: 0
 conntrack:
   maxPerCore: 0
@@ -52,7 +60,7 @@ iptables:
   minSyncPeriod: %s
 nftables:
   minSyncPeriod: %s
-`, kubeconfig, n.Name, h.Options.ProxyMode, clusterCIDR, netip.AddrPortFrom(n.IP, HealthzPort), minSync, minSync)
+`, kubeconfig, n.Name, h.Options.ProxyMode, clusterCIDR, netip.AddrPortFrom(n.IP, HealthzPort), metrics, minSync, minSync)
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		return nil, fmt.Errorf("write kube-proxy config for %s: %w", n.Name, err)
 	}

@@ -1,0 +1,99 @@
+package k8s_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
+)
+
+// metricsPods is twoPods with kube-proxy's metrics on the nodes' addresses
+// and hapsuper reading them (--kube-proxy-metrics-port), or not.
+func metricsPods(t *testing.T, metrics bool) (e *drainEnv, url string, a, b *hapPod) {
+	t.Helper()
+	var po podOptions
+	if metrics {
+		po.flags = []string{"--kube-proxy-metrics-port", strconv.Itoa(k8stest.MetricsPort)}
+	}
+	return twoPods(t, k8stest.Options{Nodes: 2, KubeProxyMetrics: true}, po, po)
+}
+
+// kube-proxy on node2 is stopped 300 ms after the delete of web-a, before
+// any healthz answer can confirm the withdrawal there (its sync, tens of
+// milliseconds after the change, is ambiguous until kube-proxy provably
+// ran 1.25 s past it), and started again 3 s after the delete. The new
+// kube-proxy's first sync follows its start stamp within milliseconds, so
+// healthz's first answer after the restart shows that sync — which healthz
+// alone cannot tell from a start stamp: it waits for a later sync, which
+// in a quiet cluster comes only with the next change. Its metrics name the
+// new process (process_start_time_seconds, logged as a restart) and hold
+// that stamp as a successful sync: the drain ends routed-away with no
+// failed request, no request after the withdrawn verdict reached web-a,
+// and the detail names node2's metrics witness.
+func TestDrain_MetricsWitnessAfterRestart(t *testing.T) {
+	e, url, a, _ := metricsPods(t, true)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
+	kp := e.H.KubeProxy(2)
+	a.terminate(t)
+	time.Sleep(time.Until(a.deletedAt.Add(300 * time.Millisecond)))
+	if err := kp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
+	if a.Exited() {
+		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.Tail(20))
+	}
+	if err := kp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	r := a.afterStop(t, tr, true)
+	t.Logf("kube-proxy started +%v; withdrawn +%v; ended +%v: %s", started.Sub(a.deletedAt).Round(time.Millisecond),
+		r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond), r.Ended.Sub(a.deletedAt).Round(time.Millisecond), r.Detail)
+	checkNoFailures(t, tr, time.Time{})
+	checkReason(t, r, "routed-away")
+	checkNoDNATAfterWithdrawn(t, tr, r)
+	if !strings.Contains(r.Detail, "metrics on 1: node2") {
+		t.Errorf("drain detail %q does not name node2's metrics witness", r.Detail)
+	}
+	if !r.Withdrawn.IsZero() && r.Withdrawn.Before(started) {
+		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.Withdrawn.Sub(a.deletedAt))
+	}
+	var restarts []harness.Entry
+	for _, l := range a.All("kube-proxy restarted: its metrics name a new process start") {
+		if l.Str("node") == "node2" {
+			restarts = append(restarts, l)
+		}
+	}
+	if len(restarts) == 0 {
+		t.Errorf("hapsuper did not log node2's kube-proxy restart from its process start")
+	}
+}
+
+// The same restart without the metrics: healthz alone holds node2 pending
+// on the new kube-proxy's first stamp (it may be a start stamp), past the
+// time the metrics witness confirmed it, with no failed request.
+func TestDrain_MetricsOffAfterRestart(t *testing.T) {
+	e, url, a, _ := metricsPods(t, false)
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
+	kp := e.H.KubeProxy(2)
+	a.terminate(t)
+	time.Sleep(time.Until(a.deletedAt.Add(300 * time.Millisecond)))
+	if err := kp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
+	if err := kp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := a.afterStop(t, tr, true)
+	t.Logf("withdrawn +%v; ended +%v (%s): %s", r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond),
+		r.Ended.Sub(a.deletedAt).Round(time.Millisecond), r.Reason, r.Detail)
+	checkNoFailures(t, tr, time.Time{})
+	if strings.Contains(r.Detail, "metrics on") {
+		t.Errorf("drain detail %q names a metrics witness with the metrics off", r.Detail)
+	}
+}
