@@ -74,8 +74,9 @@ func TestDrain_MetricsWitnessAfterRestart(t *testing.T) {
 }
 
 // The same restart without the metrics: healthz alone holds node2 pending
-// on the new kube-proxy's first stamp (it may be a start stamp), past the
-// time the metrics witness confirmed it, with no failed request.
+// on the new kube-proxy's first stamp (it may be a start stamp) until a
+// later sync, or the drain's bound when none comes, with no failed
+// request; the detail names no metrics witness.
 func TestDrain_MetricsOffAfterRestart(t *testing.T) {
 	e, url, a, _ := metricsPods(t, false)
 	tr := startTraffic(t, url, e.H.Nodes(), nil)
@@ -93,7 +94,27 @@ func TestDrain_MetricsOffAfterRestart(t *testing.T) {
 	t.Logf("withdrawn +%v; ended +%v (%s): %s", r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond),
 		r.Ended.Sub(a.deletedAt).Round(time.Millisecond), r.Reason, r.Detail)
 	checkNoFailures(t, tr, time.Time{})
+	if r.Reason == "routed-away" { // a later sync of node2 came before the bound
+		checkNoDNATAfterWithdrawn(t, tr, r)
+	}
 	if strings.Contains(r.Detail, "metrics on") {
 		t.Errorf("drain detail %q names a metrics witness with the metrics off", r.Detail)
+	}
+}
+
+// A plain drain, with and without the metrics: routed-away, no failed
+// request, no request after the withdrawn verdict reached web-a. The log
+// gives delete-to-withdrawn for each, for comparison.
+func TestDrain_MetricsPlain(t *testing.T) {
+	for _, metrics := range []bool{true, false} {
+		t.Run("metrics "+strconv.FormatBool(metrics), func(t *testing.T) {
+			e, url, a, _ := metricsPods(t, metrics)
+			tr := startTraffic(t, url, e.H.Nodes(), nil)
+			r := a.drainUnder(t, tr, true)
+			t.Logf("metrics %v: withdrawn +%v, ended +%v", metrics, r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond), r.Ended.Sub(a.deletedAt).Round(time.Millisecond))
+			checkNoFailures(t, tr, time.Time{})
+			checkReason(t, r, "routed-away")
+			checkNoDNATAfterWithdrawn(t, tr, r)
+		})
 	}
 }
