@@ -28,10 +28,11 @@ const (
 	h2Port      = 81
 )
 
-// newEnv starts the cluster and creates the Service. Harness failures end
+// newEnv starts the cluster, kube-proxy's metrics on the node address
+// when metrics, and creates the Service. Harness failures end
 // the run through t.
-func newEnv(ctx context.Context, t harness.TB, nodes int, proxyMode string) (*env, error) {
-	e := &env{Env: kube.NewEnv(t, k8stest.Options{Nodes: nodes, ProxyMode: proxyMode, MinSyncPeriod: time.Second})}
+func newEnv(ctx context.Context, t harness.TB, nodes int, proxyMode string, metrics bool) (*env, error) {
+	e := &env{Env: kube.NewEnv(t, k8stest.Options{Nodes: nodes, ProxyMode: proxyMode, MinSyncPeriod: time.Second, KubeProxyMetrics: metrics})}
 	var err error
 	e.clusterIP, err = e.Service(ctx, serviceName, false,
 		corev1.ServicePort{Name: "http", Port: httpPort, TargetPort: intstr.FromInt32(8080)},
@@ -40,13 +41,8 @@ func newEnv(ctx context.Context, t harness.TB, nodes int, proxyMode string) (*en
 }
 
 // kubeProxyMetricsPort is where -kube-proxy-metrics has kube-proxy serve
-// its metrics on each node's address (kube-proxy's default port).
-const kubeProxyMetricsPort = 10249
-
-// harnessServesProxyMetrics says whether the k8s harness can run
-// kube-proxy with its metrics on the node address; until it can,
-// -kube-proxy-metrics is refused.
-const harnessServesProxyMetrics = false
+// its metrics on each node's address.
+const kubeProxyMetricsPort = k8stest.MetricsPort
 
 // metricsFlag is the flag a report prints for the metrics witness.
 func metricsFlag(on bool) string {
