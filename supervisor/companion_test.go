@@ -10,6 +10,7 @@ import (
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/haproxy"
+	"github.com/hapsuper/hapsuper/status"
 )
 
 // The companion's restart delay: the initial one after the first exit,
@@ -186,5 +187,25 @@ func TestCompanionEndsWithHAProxy(t *testing.T) {
 	}
 	if sc.l.exitCode != 3 {
 		t.Errorf("exit code %d, want HAProxy's 3", sc.l.exitCode)
+	}
+}
+
+// A companion waits for HAProxy's readiness and for the master CLI's first
+// sample: readiness by notify comes before it, and a controller that
+// reloads as it starts would otherwise reload into the reload count's
+// baseline, unseen. Its reload is then followed to the new worker.
+func TestCompanionStartsAfterTheFirstSample(t *testing.T) {
+	sc := newScenario(t, testSettings, nil)
+	sc.l.ready, sc.l.reloads = false, newReloads() // as before any poll
+	f := &fakeCompanion{clock: &sc.clock}
+	sc.l.companion = f.attach(newCompanion("/ctl", nil, nil, nil, time.Second, 500*time.Millisecond, 4*time.Second, discard))
+	sc.event(sec(0.1), func() { sc.l.onNotify(notifyReady) })
+	f.want(t)
+	sc.poll(sec(0.2), worker{pid: 100})
+	f.want(t, "start-501@200ms")
+	sc.reloadCount++ // the controller's reload over the master CLI
+	sc.poll(sec(0.5), worker{pid: 100, old: true}, worker{pid: 101})
+	if r := sc.wantReloads(1, 0, 0, status.ReloadOK, ""); r.Origin != "master CLI" || r.Worker != 101 {
+		t.Errorf("reload %+v, want the controller's (master CLI) ended by worker 101", r)
 	}
 }

@@ -20,8 +20,13 @@ const companionReapGrace = time.Second
 const companionReapPoll = 20 * time.Millisecond
 
 // startCompanion starts the companion once HAProxy is ready.
+//
+// It waits for HAProxy's readiness and for the first successful sample of
+// the master CLI, so that the companion's first reload (controllers reload
+// as soon as they start) is counted and followed as a reload, not taken
+// into the baseline.
 func (l *loop) startCompanion() {
-	if l.companion == nil {
+	if l.companion == nil || !l.ready || !l.reloads.counting() {
 		return
 	}
 	now := l.now()

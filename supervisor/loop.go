@@ -177,6 +177,7 @@ func (l *loop) onObservation(o observation) {
 	if rec, ok := l.reloads.observe(o.obs.At, o.sample); ok {
 		l.logReload(rec)
 	}
+	l.startCompanion()
 	l.checkSoftStop(o)
 }
 

@@ -53,6 +53,10 @@ const (
 
 func newReloads() *reloads { return &reloads{counted: -1, seen: map[int]bool{}} }
 
+// counting reports whether the master's reload count has a baseline: a
+// reload after the first successful sample is seen as one.
+func (r *reloads) counting() bool { return r.counted >= 0 }
+
 // checking records a reload asked of hapsuper, whose check starts now.
 func (r *reloads) checking(now time.Time, origin string) {
 	r.check = &status.Reload{At: now, Result: status.ReloadChecking, Origin: origin}
