@@ -99,7 +99,13 @@ func blobPath(digest string) string {
 // loadArchive reads index.json, the image's manifest and its configuration.
 func loadArchive(t *testing.T) ociImage {
 	t.Helper()
-	p := archivePath(t)
+	return readArchive(t, archivePath(t))
+}
+
+// readArchive reads the image of the OCI archive p: index.json, its one
+// manifest and its configuration.
+func readArchive(t *testing.T, p string) ociImage {
+	t.Helper()
 	var index struct {
 		Manifests []struct {
 			Digest string `json:"digest"`

@@ -34,30 +34,7 @@ func loadDropInArchive(t *testing.T, di dropIn) ociImage {
 		}
 		t.Skip(msg)
 	}
-	var index struct {
-		Manifests []struct {
-			Digest string `json:"digest"`
-		} `json:"manifests"`
-	}
-	readJSON(t, p, "index.json", &index)
-	if len(index.Manifests) != 1 {
-		t.Fatalf("index.json of %s: %d manifests; want one image", p, len(index.Manifests))
-	}
-	var manifest struct {
-		Config struct {
-			Digest string `json:"digest"`
-		} `json:"config"`
-		Layers []struct {
-			Digest string `json:"digest"`
-		} `json:"layers"`
-	}
-	readJSON(t, p, blobPath(index.Manifests[0].Digest), &manifest)
-	img := ociImage{archive: p}
-	readJSON(t, p, blobPath(manifest.Config.Digest), &img)
-	for _, l := range manifest.Layers {
-		img.layers = append(img.layers, blobPath(l.Digest))
-	}
-	return img
+	return readArchive(t, p)
 }
 
 // Each built drop-in image keeps the Dockerfile's ENTRYPOINT, CMD,
