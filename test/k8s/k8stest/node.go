@@ -52,13 +52,14 @@ func (h *Harness) startFabric() error {
 // deleteLinkIfPresent deletes a host interface if it still exists (deleting
 // the fabric namespace normally takes the host veth with it, and the kernel
 // may finish that between the look-up and the delete: "Cannot find device"
-// is then the link already gone).
+// or, from the kernel's own reply, "No such device" is then the link
+// already gone).
 func deleteLinkIfPresent(name string) error {
 	if _, err := net.InterfaceByName(name); err != nil {
 		return nil
 	}
 	err := ip("link", "delete", name)
-	if err != nil && strings.Contains(err.Error(), "Cannot find device") {
+	if err != nil && (strings.Contains(err.Error(), "Cannot find device") || strings.Contains(err.Error(), "No such device")) {
 		return nil
 	}
 	return err
