@@ -17,8 +17,9 @@ import (
 // client sends for 3 s. Nothing the client sent fails; the drain does not
 // end while the client sends, and ends after it stops (quiet, or at the
 // bound when the master's re-executions keep failing polls); hapsuper exits
-// before the SIGKILL would be due, reaps every child meanwhile, and leaves
-// no HAProxy process.
+// before the SIGKILL would be due (0, or after the hard stop when the
+// storm's reloads kept a new worker serving), reaps every child meanwhile,
+// and leaves no HAProxy process.
 func TestFault_ReloadStormDuringDrain(t *testing.T) {
 	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
 		b := fast
@@ -85,8 +86,17 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 		if !r.ended.At.After(last) {
 			t.Errorf("drain ended before the client's last request")
 		}
-		if r.code != 0 {
-			t.Errorf("exit code %d, want 0", r.code)
+		// The master CLI's reloads go on after the soft stop, each with a
+		// new worker that needs the SIGUSR1 again: on a loaded machine
+		// the last one can still serve at grace − margin (once on 2.6 in
+		// a full run), and the hard stop (exit 128+SIGTERM) ends it then,
+		// still before the SIGKILL. Without a hard stop the exit is 0.
+		switch hard := len(s.All("hard stop")); {
+		case r.code == 0:
+		case r.code == 128+int(syscall.SIGTERM) && hard > 0:
+			t.Logf("exit code %d after the hard stop: the storm's reloads after the soft stop kept a worker serving", r.code)
+		default:
+			t.Errorf("exit code %d with %d hard stop, want 0 (or %d after a hard stop)", r.code, hard, 128+int(syscall.SIGTERM))
 		}
 		for _, z := range long {
 			t.Errorf("zombie child of hapsuper not reaped within %s: %s", zombieGrace, z)
@@ -116,10 +126,20 @@ func startReloadStorm(t *testing.T, s *supervisor, interval time.Duration, sighu
 				r.sighups.Add(1)
 			}
 		default:
-			if _, err := masterCommand(s.master, "reload"); err != nil {
-				r.cliFailed.Add(1) // the 2.6 master refuses connections while it re-execs
-			} else {
-				r.cliOK.Add(1)
+			// The master refuses connections while it re-executes (every
+			// version; run alone, the four versions' storms met a
+			// re-execution from the SIGHUP before on 13 of 14 tries), so
+			// the reload is tried again within the interval, as a
+			// controller retries.
+			for try := 0; ; try++ {
+				if _, err := masterCommand(s.master, "reload"); err == nil {
+					r.cliOK.Add(1)
+					break
+				} else if try == 3 || s.Exited() {
+					r.cliFailed.Add(1)
+					break
+				}
+				time.Sleep(interval / 5)
 			}
 		}
 	})
