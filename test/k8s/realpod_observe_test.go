@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,6 +50,7 @@ type processCheck struct {
 	haproxy   []string // "<comm> uid=<uid>" of every HAProxy process under it
 	cgroupDir string   // its cgroup (pids controller), checked empty after exit
 	master    int      // host pid of the HAProxy process whose parent is the first process
+	twBuckets string   // net.ipv4.tcp_max_tw_buckets in the pod's network namespace (the harness's CNI sets 0)
 }
 
 // podWatch follows every pod of a namespace: it streams each container's
@@ -223,6 +225,12 @@ func readProcesses(ctx context.Context, c *k8stest.Containerd, id string) (proce
 		return check, fmt.Errorf("read the container's first process: %w", err)
 	}
 	check.pid1Comm = strings.TrimSpace(string(comm))
+	// A sysctl under /proc/sys/net is the reader's network namespace's.
+	tw, err := exec.CommandContext(ctx, "nsenter", "-t", strconv.Itoa(pid), "-n", "cat", "/proc/sys/net/ipv4/tcp_max_tw_buckets").Output()
+	if err != nil {
+		return check, fmt.Errorf("read the pod's tcp_max_tw_buckets: %w", err)
+	}
+	check.twBuckets = strings.TrimSpace(string(tw))
 	status := procStatus(pid)
 	if f := strings.Fields(status["NSpid"]); len(f) > 0 {
 		check.nsPID = f[len(f)-1]

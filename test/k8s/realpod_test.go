@@ -253,12 +253,15 @@ func checkRealPods(t *testing.T, w *podWatch, want int) {
 		deleted, grace, term, gone := p.deletedAt, p.grace, p.terminated, p.gone
 		status, statusErr := p.status, p.statusErr
 		p.mu.Unlock()
-		t.Logf("pod %s: pid 1 %q (pid %s in its namespace), haproxy %v, cgroup %s", p.name, pr.pid1Comm, pr.nsPID, pr.haproxy, pr.cgroupDir)
+		t.Logf("pod %s: pid 1 %q (pid %s in its namespace), haproxy %v, cgroup %s, tcp_max_tw_buckets %s", p.name, pr.pid1Comm, pr.nsPID, pr.haproxy, pr.cgroupDir, pr.twBuckets)
 		if inspectErr != nil {
 			t.Errorf("pod %s: read its processes: %v", p.name, inspectErr)
 		}
 		if pr.pid1Comm != "hapsuper" || pr.nsPID != "1" {
 			t.Errorf("pod %s: the container's first process is %q, pid %s in its namespace: want hapsuper as pid 1", p.name, pr.pid1Comm, pr.nsPID)
+		}
+		if pr.twBuckets != "0" {
+			t.Errorf("pod %s: net.ipv4.tcp_max_tw_buckets is %q in its network namespace, want 0 (the harness's CNI tuning): its TIME_WAIT sockets can refuse a new connection", p.name, pr.twBuckets)
 		}
 		if len(pr.haproxy) < 2 {
 			t.Errorf("pod %s: HAProxy processes under hapsuper: %v, want the master and a worker", p.name, pr.haproxy)
