@@ -33,7 +33,11 @@ import (
 // a connection was made to. Before its scripted sync a node reports a sync
 // 5 s old (pending: no sync since the change); from it on, that sync.
 // Syncs complete from T0+400 ms to T0+900 ms, T0 being when the child
-// withdraws the pod in its fake API and requests the stop.
+// withdraws the pod in its fake API and requests the stop. With the
+// metrics witness, each node's /metrics is served the same way on a
+// second port, telling the same story: one process start per node, older
+// than any stamp; the sync stamp 20 µs after healthz's lastUpdated (as
+// kube-proxy sets the two); one change pending until the sync, none after.
 
 // childEnv selects a child mode of this binary.
 const childEnv = "HAPSUPER_BENCH_CHILD"
@@ -46,14 +50,83 @@ const (
 	endpointsLag = 50 * time.Millisecond
 )
 
+// metricsPadding stands in for the families kube-proxy's /metrics serves
+// before kubeproxy_* and after process_* in name order (go_*, rest_client_*,
+// workqueue_*: 100-300 KB in all): the client reads the first to reach
+// the samples, and the rest to keep its connection.
+const metricsPadding = 32 << 10
+
 // fanoutResult is what the fan-out part measured.
 type fanoutResult struct {
 	nodes        int
+	metrics      bool          // the metrics witness was on
 	confirmAfter time.Duration // confirmed − last node's sync
-	maxInFlight  int64
-	requests     int64
-	rssKB        int64 // the child's VmRSS once confirmed
-	syncedKB     int64 // the child's VmRSS before the stop request
+	healthz      endpointCount
+	metricsReqs  endpointCount // zero without the metrics witness
+	maxInFlight  int64         // both endpoints at once, at the server
+	maxPerNode   int64         // requests in flight to one node at once, both endpoints
+	rssKB        int64         // the child's VmRSS once confirmed
+	syncedKB     int64         // the child's VmRSS before the stop request
+}
+
+// endpointCount is what one endpoint (healthz or metrics) was asked.
+type endpointCount struct {
+	requests    int64
+	maxPerNode  int64
+	beforeSync  int64 // requests served before the node's scripted sync
+	maxInFlight int64
+}
+
+// perNode is the mean number of requests per node.
+func (c endpointCount) perNode(nodes int) float64 {
+	return float64(c.requests) / float64(max(nodes, 1))
+}
+
+// describe is the count as the report and the progress line print it.
+func (c endpointCount) describe(name string, nodes int) string {
+	return fmt.Sprintf("%s %d requests (%.2f per node, at most %d; %d before the node's sync), %d in flight at most",
+		name, c.requests, c.perNode(nodes), c.maxPerNode, c.beforeSync, c.maxInFlight)
+}
+
+// fanoutServer counts one endpoint's requests per node.
+type fanoutServer struct {
+	perNode              []atomic.Int64
+	requests, beforeSync atomic.Int64
+	inFlight, most       atomic.Int64
+}
+
+// begin counts a request to node i (-1: not a simulated node) and returns
+// its end.
+func (s *fanoutServer) begin(i int, nodeInFlight []atomic.Int64, nodeMost *atomic.Int64) func() {
+	s.requests.Add(1)
+	raise(&s.most, s.inFlight.Add(1))
+	if i < 0 || i >= len(s.perNode) {
+		return func() { s.inFlight.Add(-1) }
+	}
+	s.perNode[i].Add(1)
+	raise(nodeMost, nodeInFlight[i].Add(1))
+	return func() {
+		nodeInFlight[i].Add(-1)
+		s.inFlight.Add(-1)
+	}
+}
+
+func (s *fanoutServer) count() endpointCount {
+	c := endpointCount{requests: s.requests.Load(), beforeSync: s.beforeSync.Load(), maxInFlight: s.most.Load()}
+	for i := range s.perNode {
+		c.maxPerNode = max(c.maxPerNode, s.perNode[i].Load())
+	}
+	return c
+}
+
+// raise sets m to n when n is larger.
+func raise(m *atomic.Int64, n int64) {
+	for {
+		old := m.Load()
+		if n <= old || m.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // childReport is the child's answer, one JSON line.
@@ -75,44 +148,96 @@ func nodeIndex(a netip.Addr) int {
 	return int(b[2])*250 + int(b[3]) - 1
 }
 
-// runFanout runs the server here and the observer in a child.
-func runFanout(nodes int) (*fanoutResult, error) {
+// runFanout runs the servers here and the observer in a child; with
+// metrics, the observer reads the nodes' metrics too.
+func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	ln, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the simulated healthz: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	var t0 atomic.Int64 // unix ns; 0 until set
-	var inFlight, maxInFlight, requests atomic.Int64
 	syncAt := func(i int) time.Time {
 		return time.Unix(0, t0.Load()).Add(firstSync + time.Duration(i)*syncSpan/time.Duration(max(nodes-1, 1)))
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		requests.Add(1)
-		for {
-			m := maxInFlight.Load()
-			if n <= m || maxInFlight.CompareAndSwap(m, n) {
-				break
-			}
-		}
+	// nodeOf is the simulated node a request reached, -1 when none (or
+	// before T0), and its last sync at now.
+	nodeOf := func(r *http.Request, now time.Time) (int, time.Time, bool) {
 		la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 		ap, err := netip.ParseAddrPort(la.String())
 		if err != nil || t0.Load() == 0 {
+			return -1, time.Time{}, false
+		}
+		i := nodeIndex(ap.Addr())
+		if i < 0 || i >= nodes {
+			return -1, time.Time{}, false
+		}
+		last, synced := time.Unix(0, t0.Load()).Add(-5*time.Second), false
+		if s := syncAt(i); !now.Before(s) {
+			last, synced = s, true
+		}
+		return i, last, synced
+	}
+	nodeInFlight := make([]atomic.Int64, nodes)
+	var nodeMost, bothInFlight, bothMost atomic.Int64
+	hz := &fanoutServer{perNode: make([]atomic.Int64, nodes)}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		i, last, synced := nodeOf(r, now)
+		defer hz.begin(i, nodeInFlight, &nodeMost)()
+		raise(&bothMost, bothInFlight.Add(1))
+		defer bothInFlight.Add(-1)
+		if i < 0 {
 			http.Error(w, "not yet", http.StatusServiceUnavailable)
 			return
 		}
-		now := time.Now()
-		last := time.Unix(0, t0.Load()).Add(-5 * time.Second)
-		if s := syncAt(nodeIndex(ap.Addr())); !now.Before(s) {
-			last = s
+		if !synced {
+			hz.beforeSync.Add(1)
 		}
 		fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
 			now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
+
+	mport := 0
+	mx := &fanoutServer{perNode: make([]atomic.Int64, nodes)}
+	if metrics {
+		mln, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			return nil, fmt.Errorf("listen for the simulated metrics: %w", err)
+		}
+		mport = mln.Addr().(*net.TCPAddr).Port
+		started := float64(time.Now().Add(-time.Hour).UnixNano()) / 1e9 // every node's kube-proxy, long before any stamp
+		head, tail := metricsFiller("go_memstats_by_size_allocated_bytes", metricsPadding/2), metricsFiller("rest_client_request_duration_seconds", metricsPadding/2)
+		msrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			now := time.Now()
+			i, last, synced := nodeOf(r, now)
+			defer mx.begin(i, nodeInFlight, &nodeMost)()
+			raise(&bothMost, bothInFlight.Add(1))
+			defer bothInFlight.Add(-1)
+			if i < 0 {
+				http.Error(w, "not yet", http.StatusServiceUnavailable)
+				return
+			}
+			pending := 0
+			if !synced {
+				mx.beforeSync.Add(1)
+				pending = 1
+			}
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			bw := bufio.NewWriterSize(w, 4<<10)
+			bw.WriteString(head)
+			fmt.Fprintf(bw, "# TYPE kubeproxy_sync_proxy_rules_endpoint_changes_pending gauge\nkubeproxy_sync_proxy_rules_endpoint_changes_pending %d\n", pending)
+			fmt.Fprintf(bw, "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} %.6f\n",
+				float64(last.Add(20*time.Microsecond).UnixNano())/1e9)
+			fmt.Fprintf(bw, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n", started)
+			bw.WriteString(tail)
+			bw.Flush()
+		})}
+		go msrv.Serve(mln)
+		defer msrv.Close()
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -121,7 +246,8 @@ func runFanout(nodes int) (*fanoutResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), childEnv+"=fanout", "HAPSUPER_BENCH_NODES="+strconv.Itoa(nodes), "HAPSUPER_BENCH_PORT="+strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), childEnv+"=fanout", "HAPSUPER_BENCH_NODES="+strconv.Itoa(nodes), "HAPSUPER_BENCH_PORT="+strconv.Itoa(port),
+		"HAPSUPER_BENCH_METRICS_PORT="+strconv.Itoa(mport))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -155,12 +281,26 @@ func runFanout(nodes int) (*fanoutResult, error) {
 	}
 	return &fanoutResult{
 		nodes:        nodes,
+		metrics:      metrics,
 		confirmAfter: time.Unix(0, rep.ConfirmedAt).Sub(syncAt(nodes - 1)),
-		maxInFlight:  maxInFlight.Load(),
-		requests:     requests.Load(),
+		healthz:      hz.count(),
+		metricsReqs:  mx.count(),
+		maxInFlight:  bothMost.Load(),
+		maxPerNode:   nodeMost.Load(),
 		rssKB:        rep.RSSKB,
 		syncedKB:     rep.SyncedKB,
 	}, nil
+}
+
+// metricsFiller is about size bytes of histogram samples of family, as a
+// kube-proxy's /metrics holds around the families the client reads.
+func metricsFiller(family string, size int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# HELP %s Filler.\n# TYPE %s histogram\n", family, family)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "%s_bucket{code=\"200\",verb=\"GET\",le=\"%d\"} %d\n", family, i, i*7)
+	}
+	return b.String()
 }
 
 // childMode runs a child part when this process is one, and says so.
@@ -187,6 +327,7 @@ func childMode() bool {
 func fanoutChild() error {
 	nodes, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_NODES"))
 	port, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_PORT"))
+	mport, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_METRICS_PORT"))
 	const ns = "default"
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -204,7 +345,7 @@ func fanoutChild() error {
 		return err
 	}
 	obs, err := routing.New(routing.Config{
-		Mode: routing.ModeKubeProxy, HealthzPort: port, Identity: fakeapi.Identity(ns),
+		Mode: routing.ModeKubeProxy, HealthzPort: port, MetricsPort: mport, Identity: fakeapi.Identity(ns),
 	}, kubefake.New(client), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -251,4 +392,12 @@ func fanoutChild() error {
 	cancel()
 	<-done
 	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// onOff names a switch.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

@@ -266,12 +266,19 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		}
 	}
 	if o.fanout > 0 {
-		r.printf("fan-out: routing.Observer against %d simulated kube-proxies\n", o.fanout)
-		if x.fanout, err = runFanout(o.fanout); err != nil {
+		r.printf("fan-out: routing.Observer against %d simulated kube-proxies, metrics witness %s\n", o.fanout, onOff(o.metrics))
+		if x.fanout, err = runFanout(o.fanout, o.metrics); err != nil {
 			return err
 		}
-		r.printf("  confirmed %s s after the last sync; %d healthz requests, %d in flight at most; child RSS %.1f MB before the stop, %.1f MB once confirmed\n",
-			secs(x.fanout.confirmAfter), x.fanout.requests, x.fanout.maxInFlight, float64(x.fanout.syncedKB)/1024, float64(x.fanout.rssKB)/1024)
+		f := x.fanout
+		r.printf("  nodes %d, confirmed %s s after the last sync\n", f.nodes, secs(f.confirmAfter))
+		r.printf("  %s\n", f.healthz.describe("healthz", f.nodes))
+		if f.metrics {
+			r.printf("  %s\n", f.metricsReqs.describe("metrics", f.nodes))
+		}
+		r.printf("  in flight at most %d (both endpoints), %d to one node\n", f.maxInFlight, f.maxPerNode)
+		r.printf("  child RSS %.1f MB before the stop, %.1f MB once confirmed: %+.1f MB\n",
+			float64(f.syncedKB)/1024, float64(f.rssKB)/1024, float64(f.rssKB-f.syncedKB)/1024)
 	}
 	if o.fanoutOnly {
 		return nil

@@ -106,10 +106,28 @@ func targets(m *matrix, x extras) []target {
 			verdict(t.ratio >= 0.99, fmt.Sprintf("%.3f below", 0.99-t.ratio))})
 	}
 	if f := x.fanout; f != nil {
-		out = append(out, target{fmt.Sprintf("confirmation over %d nodes ≤ 1 s after the last sync", f.nodes),
-			fmt.Sprintf("%s s (%d healthz requests, at most %d in flight at the server; the observer's process RSS %.1f MB before the stop, %.1f MB once confirmed, fake API included)",
-				secs(f.confirmAfter), f.requests, f.maxInFlight, float64(f.syncedKB)/1024, float64(f.rssKB)/1024),
+		witness := "healthz alone"
+		if f.metrics {
+			witness = "metrics witness on"
+		}
+		out = append(out, target{fmt.Sprintf("confirmation over %d nodes (%s) ≤ 1 s after the last sync", f.nodes, witness),
+			fmt.Sprintf("%s s (at most %d requests in flight at the server, %d to one node)", secs(f.confirmAfter), f.maxInFlight, f.maxPerNode),
 			verdict(f.confirmAfter <= time.Second, fmt.Sprintf("+%s s", secs(f.confirmAfter-time.Second)))})
+		counts := []endpointCount{f.healthz}
+		names := []string{"healthz"}
+		if f.metrics {
+			counts, names = append(counts, f.metricsReqs), append(names, "metrics")
+		}
+		for i, c := range counts {
+			out = append(out, target{fmt.Sprintf("%s requests over %d nodes ≤ %d per node", names[i], f.nodes, fanoutPerNodeTarget),
+				fmt.Sprintf("%.2f per node, at most %d (%d requests, %d before the node's sync)", c.perNode(f.nodes), c.maxPerNode, c.requests, c.beforeSync),
+				verdict(c.perNode(f.nodes) <= fanoutPerNodeTarget, fmt.Sprintf("%.2f over", c.perNode(f.nodes)-fanoutPerNodeTarget))})
+		}
+		d := float64(f.rssKB-f.syncedKB) / 1024
+		out = append(out, target{fmt.Sprintf("observer RSS growth over %d nodes (%s) ≤ %d MB", f.nodes, witness, fanoutRSSTargetMB),
+			fmt.Sprintf("%+.1f MB (the observer's process %.1f MB before the stop, %.1f MB once confirmed, fake API included)",
+				d, float64(f.syncedKB)/1024, float64(f.rssKB)/1024),
+			verdict(d <= fanoutRSSTargetMB, fmt.Sprintf("+%.1f MB over", d-fanoutRSSTargetMB))})
 	}
 	if s := x.scale; s != nil {
 		d := float64(s.rssWithKB-s.rssBaseKB) / 1024
@@ -127,6 +145,14 @@ func targets(m *matrix, x extras) []target {
 const (
 	rssTargetMB   = 20
 	scaleTargetMB = 10
+)
+
+// fanoutPerNodeTarget and fanoutRSSTargetMB are the fan-out's targets:
+// requests per node per endpoint (healthz, metrics) and the observer's
+// RSS growth from the stop request to the confirmation.
+const (
+	fanoutPerNodeTarget = 3
+	fanoutRSSTargetMB   = 10
 )
 
 // hapsuperStrategies lists the names of the hapsuper strategies run, in
