@@ -85,6 +85,7 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		}
 	}
 	o.nodes, o.nodesErr, o.leftNodes = next, "", left
+	o.forgetAsked()
 	return true
 }
 

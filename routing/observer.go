@@ -36,11 +36,12 @@ type Observer struct {
 	synced    bool      // the slice and Service watches delivered their initial lists
 	stopAt    time.Time // zero until the drain starts
 	watch     watchState
-	nodes     map[string]*judge.Node // nil until the node list is read
-	nodesErr  string                 // why the node list could not be read
-	leftNodes map[string]string      // node → why it left the set (deleted, NotReady)
-	listedAt  time.Time              // when the node list was last read
-	conns     *connSet               // open healthz connections, per node address
+	nodes     map[string]*judge.Node    // nil until the node list is read
+	nodesErr  string                    // why the node list could not be read
+	leftNodes map[string]string         // node → why it left the set (deleted, NotReady)
+	listedAt  time.Time                 // when the node list was last read
+	conns     *connSet                  // open healthz connections, per node address
+	asked     map[*judge.Node]time.Time // when each node was last asked (schedule.go)
 
 	// lbNodeChecks are the load balancers' health checks of the pod's
 	// node (its Services' healthCheckNodePorts), as answered.
@@ -92,6 +93,7 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 		conns:   conns,
 		log:     log.With("component", "routing"),
 		kick:    make(chan struct{}, 1),
+		asked:   map[*judge.Node]time.Time{},
 		watch: watchState{
 			services:  map[string]*corev1.Service{},
 			slices:    map[string]*storedSlice{},
@@ -138,8 +140,9 @@ const nodeListTimeout = 10 * time.Second
 // Run watches until ctx ends, then returns nil. The watches run for the
 // pod's whole life so the cache is warm when the stop comes; healthz rounds
 // run every PollInterval once the stop is requested or the watch sees the
-// pod's deletion, whichever comes first (confirmRound). Run returns an error
-// only when it cannot start its watches.
+// pod's deletion, whichever comes first (confirmRound), each asking the
+// nodes due before the next (schedule.go). Run returns an error only when
+// it cannot start its watches.
 func (o *Observer) Run(ctx context.Context) error {
 	if o.cfg.Mode == ModeOff {
 		<-ctx.Done()

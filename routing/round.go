@@ -16,12 +16,14 @@ import (
 // side by side, each round at most Concurrency requests at a time, so
 // that health checks that do not answer hold kube-proxy's confirmation up
 // by no more than the round's own timeout (asked in turn, N of them held
-// it up N times that). It returns when both rounds have.
+// it up N times that). The kube-proxies are asked on their schedule
+// (schedule.go), those due before the next tick. It returns when both
+// rounds have.
 func (o *Observer) rounds(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { o.balancerRound(ctx) })
-	o.confirmRound(ctx)
+	o.scheduledRound(ctx, o.clock.Now().Add(o.cfg.PollInterval))
 }
 
 // confirmRound asks every node not yet confirmed, once, if the drain has
@@ -33,23 +35,31 @@ func (o *Observer) rounds(ctx context.Context) {
 // without it, the first answer after the withdrawal may come from a
 // kube-proxy restarted since, whose start stamp is not a sync
 // (judge.syncFacts.firstAnswer). It returns when every request has ended,
-// each within RequestTimeout.
+// each within RequestTimeout. Run's rounds ask the same nodes, each on its
+// schedule (scheduledRound).
 func (o *Observer) confirmRound(ctx context.Context) {
+	todo, _ := o.confirmTodo(ctx)
+	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
+}
+
+// confirmTodo lists the nodes a round asks (confirmRound), reading the
+// node list first when due, and says whether the API says withdrawn.
+func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node, withdrawn bool) {
 	o.mu.Lock()
 	started := !o.stopAt.IsZero() || o.watch.deleting
-	withdrawn := started && judge.APIWithdrawn(o.watch.paths)
+	withdrawn = started && judge.APIWithdrawn(o.watch.paths)
 	ready := o.cfg.Mode == ModeKubeProxy && o.synced && started
 	listed := o.nodes != nil
 	o.mu.Unlock()
 	if !ready || (!listed && !o.listNodes(ctx)) {
-		return
+		return nil, false
 	}
 	if listed && o.relistDue() {
 		o.listNodes(ctx) // a failure keeps the set read before
 	}
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	targets := judge.Targets(o.watch.paths)
-	var todo []*judge.Node
 	for _, n := range o.nodes {
 		switch {
 		case n.Addr == "":
@@ -63,9 +73,7 @@ func (o *Observer) confirmRound(ctx context.Context) {
 			}
 		}
 	}
-	o.mu.Unlock()
-
-	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
+	return todo, withdrawn
 }
 
 // fanOut calls poll for every item, at most limit at a time, and returns
@@ -91,6 +99,9 @@ func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
 // (with MetricsPort: one request after the other, so one in flight per node
 // within the round's concurrency), and records what they said.
 func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
+	o.mu.Lock()
+	o.asked[n] = o.clock.Now()
+	o.mu.Unlock()
 	h, sent, received, via, err := o.http.fetch(ctx, n.Addr, o.cfg.RequestTimeout)
 	var m judge.Metrics
 	var msent time.Time

@@ -1,0 +1,155 @@
+package routing
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hapsuper/hapsuper/drain"
+)
+
+// askLog records when (on the fake clock) a node's healthz was asked,
+// before its fakeProxy answers.
+type askLog struct {
+	next http.Handler
+	clk  interface{ Now() time.Time }
+
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (l *askLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	l.at = append(l.at, l.clk.Now())
+	l.mu.Unlock()
+	l.next.ServeHTTP(w, r)
+}
+
+// offsets are the instants asked, as offsets from r.
+func (l *askLog) offsets(r time.Time) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for _, t := range l.at {
+		out = append(out, t.Sub(r))
+	}
+	return out
+}
+
+// logAsks routes node n2's healthz through an askLog.
+func (s *scenario) logAsks() *askLog {
+	l := &askLog{next: s.proxies["n2"], clk: s.clk}
+	srv := httptest.NewServer(l)
+	s.t.Cleanup(srv.Close)
+	s.routes["10.0.0.2:10256"] = srv.Listener.Addr().String()
+	// A connection kept from the baseline would bypass the log: the next
+	// answer comes on a new one, which carries the later ones.
+	s.http.CloseIdleConnections()
+	return l
+}
+
+// runRounds runs Run's rounds (o.rounds) as its loop would, one at each
+// offset from R (a tick or a kick), or at once when the clock is past it.
+// While a round waits for a node's instant, the fake clock is stepped in
+// 10 ms steps; each round is bounded by 10 s of real time.
+func (s *scenario) runRounds(offs ...time.Duration) {
+	s.t.Helper()
+	for _, off := range offs {
+		if d := s.R.Add(off).Sub(s.clk.Now()); d > 0 {
+			s.clk.Step(d)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.rounds(s.t.Context())
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+	wait:
+		for {
+			select {
+			case <-done:
+				break wait
+			case <-time.After(time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				s.t.Fatalf("the round at R+%v did not end within 10s", off)
+			}
+			if s.clk.HasWaiters() {
+				s.clk.Step(10 * ms)
+			}
+		}
+	}
+}
+
+// A round that outlasts the poll interval, or a kick (the stop request
+// and the pod's deletion both kick), must not ask a node again at once:
+// Run asks each node no sooner than PollInterval after it last did. The
+// baseline at R, a kick at R and another at R+10ms, then ticks every
+// interval; the node syncs at R+700ms: it is asked at R, R+interval and
+// R+2·interval, where the sync confirms it, and no more.
+func TestScheduleAsksNodeOncePerInterval(t *testing.T) {
+	s := newScenario(t, Config{})
+	asks := s.logAsks()
+	// The baseline, asked before the log: its instant is R.
+	baseline := s.proxies["n2"].requestCount()
+	if baseline != 1 {
+		t.Fatalf("baseline asked n2 %d times, want 1", baseline)
+	}
+	s.syncsAt("n2", -5*time.Second, 700*ms)
+	p := s.cfg.PollInterval
+	s.runRounds(0, 10*ms, p, 2*p, 3*p, 4*p)
+	got := asks.offsets(s.R)
+	want := []time.Duration{p, 2 * p}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("n2 asked after the baseline at R+%v, want R+%v (the interval after the last ask, until it confirmed)", got, want)
+	}
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
+}
+
+// No answer sent before R + D can confirm a node (rule 1 and the pending
+// rule need a request sent at or after it): a node that answered the
+// baseline long before the withdrawal is not asked before R + D, then is
+// asked every interval from there. Deletion seen at R−2s, withdrawal at
+// R; the node syncs at R+400ms: asked at R+D (no sync yet) and
+// R+D+interval, where it confirms.
+func TestScheduleWaitsForTheAllowanceAfterTheWithdrawal(t *testing.T) {
+	client := fake.NewClientset()
+	if err := client.Tracker().Add(node("n2", "10.0.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	s := &scenario{testObserver: newTestObserver(t, Config{Mode: ModeKubeProxy, Concurrency: 1}, client), t: t,
+		proxies: map[string]*fakeProxy{}, servers: map[string]*httptest.Server{}}
+	s.proxies["n2"] = &fakeProxy{clk: s.clk, syncs: []time.Time{t0.Add(5 * time.Second)}}
+	asks := s.logAsks()
+	s.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
+	s.clk.Step(10 * time.Second)
+	deleted := metav1.NewTime(s.clk.Now())
+	s.apply(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: me.PodName, Namespace: me.Namespace, DeletionTimestamp: &deleted}})
+	s.R = s.clk.Now()
+	s.runRounds(0) // the baseline, at the deletion
+	s.clk.Step(2 * time.Second)
+	s.R = s.clk.Now()
+	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
+	s.StopRequested(s.R)
+	s.syncsAt("n2", -5*time.Second, 400*ms)
+
+	p, d := s.cfg.PollInterval, s.cfg.SyncAllowance
+	s.runRounds(0, 10*ms, p, 2*p, 3*p)
+	got := asks.offsets(s.R)
+	want := []time.Duration{-2 * time.Second, d, d + p}
+	if len(got) != len(want) {
+		t.Fatalf("n2 asked at R+%v, want R+%v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("n2 asked at R+%v, want R+%v: after the withdrawal, not before R+D (%v)", got, want, d)
+		}
+	}
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
+}
