@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
@@ -53,9 +55,16 @@ var errMetricsTooLong = fmt.Errorf("answer longer than %d bytes without %s: not 
 // parseMetrics scans a text exposition for the samples judge.Metrics
 // holds. It reads at most maxMetricsAnswer bytes of r.
 func parseMetrics(r io.Reader) (judge.Metrics, error) {
+	return parseMetricsWith(bufio.NewReaderSize(nil, metricsReadBuffer), r)
+}
+
+// parseMetricsWith is parseMetrics reading through br, which it resets to
+// r; it stops at the samples, leaving the rest of r, and what br holds of
+// it, unread.
+func parseMetricsWith(br *bufio.Reader, r io.Reader) (judge.Metrics, error) {
 	m := judge.Metrics{Synced: map[discovery.AddressType]time.Time{}}
 	lr := &io.LimitedReader{R: r, N: maxMetricsAnswer + 1}
-	br := bufio.NewReaderSize(lr, metricsReadBuffer)
+	br.Reset(lr)
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -193,61 +202,164 @@ func unixSeconds(v []byte, name string) (time.Time, error) {
 	return time.Unix(int64(sec), int64((f-sec)*1e9)).UTC(), nil
 }
 
-// metricsClient asks kube-proxies' /metrics, one connection per request
-// (an answer is read once per round per node: no connection is kept).
+// metricsClient asks kube-proxies' /metrics over HTTP/1.1 and keeps one
+// idle connection per node for the next round, as healthzClient does: a
+// dial per node per round cost a connection's setup and teardown each
+// time. An idle connection is only the socket: the read buffers come from
+// a pool for the length of a request, so thousands of kept connections do
+// not hold thousands of buffers. Safe for concurrent use: two requests to
+// one address at once take two connections, and one is kept.
 type metricsClient struct {
 	dial        dialFunc
 	dialTimeout time.Duration
 	now         func() time.Time
+
+	mu   sync.Mutex
+	idle map[string]net.Conn
 }
+
+// maxMetricsRest bounds what is read of an answer after the samples, to
+// keep its connection: kube-proxy's whole answer is 100-300 KB, the
+// families after process_start_time_seconds a part of it. A longer rest
+// closes the connection instead.
+const maxMetricsRest = 256 << 10
+
+// metricsReaders are the read buffers of requests in flight: one for the
+// status line and headers (and what the connection delivers), one for the
+// scan of the body.
+var metricsReaders = sync.Pool{New: func() any {
+	return &metricsReader{head: bufio.NewReaderSize(nil, healthzReadBuffer), body: bufio.NewReaderSize(nil, metricsReadBuffer)}
+}}
+
+type metricsReader struct{ head, body *bufio.Reader }
 
 // fetch reads the metrics at addr (host:port) within timeout; sent is
 // when the request was written, in the client's clock.
 func (c *metricsClient) fetch(ctx context.Context, addr string, timeout time.Duration) (m judge.Metrics, sent time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if conn := c.take(addr); conn != nil {
+		m, sent, err = c.exchange(ctx, conn, addr, timeout, true)
+		if !errors.Is(err, errStale) {
+			return m, sent, err
+		}
+	}
 	dctx, dcancel := context.WithTimeout(ctx, c.dialTimeout)
 	conn, err := c.dial(dctx, "tcp", addr)
 	dcancel()
 	if err != nil {
 		return m, sent, fmt.Errorf("metrics at %s unreachable: %w", addr, clipError(err))
 	}
-	defer conn.Close()
+	return c.exchange(ctx, conn, addr, timeout, false)
+}
+
+// exchange makes one request on conn and keeps conn for the next one when
+// the answer was read to its end and the node keeps the connection open;
+// it closes conn otherwise. On a reused connection that ends before any
+// byte of the answer, it returns errStale for the caller to dial again.
+func (c *metricsClient) exchange(ctx context.Context, conn net.Conn, addr string, timeout time.Duration, reused bool) (m judge.Metrics, sent time.Time, err error) {
+	keep := false
+	defer func() {
+		if keep {
+			c.put(addr, conn)
+		} else {
+			conn.Close()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	sent = c.now()
-	req := "GET /metrics HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: hapsuper\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n"
-	if _, err := io.WriteString(conn, req); err != nil {
-		return m, sent, c.failed(ctx, addr, err, timeout)
-	}
+	rd := metricsReaders.Get().(*metricsReader)
+	defer func() {
+		rd.head.Reset(nil)
+		rd.body.Reset(nil)
+		metricsReaders.Put(rd)
+	}()
 	b := &answerBudget{r: conn, left: maxHealthzHead, over: errHeadTooLong}
-	resp, err := http.ReadResponse(bufio.NewReaderSize(b, healthzReadBuffer), nil)
+	rd.head.Reset(b)
+	sent = c.now()
+	req := "GET /metrics HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: hapsuper\r\nAccept: text/plain;version=0.0.4\r\n\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		return m, sent, c.failed(ctx, addr, err, timeout, reused)
+	}
+	if _, err := rd.head.Peek(1); err != nil {
+		return m, sent, c.failed(ctx, addr, err, timeout, reused)
+	}
+	resp, err := http.ReadResponse(rd.head, nil)
 	if err != nil {
-		return m, sent, c.failed(ctx, addr, err, timeout)
+		return m, sent, c.failed(ctx, addr, err, timeout, false)
 	}
 	defer resp.Body.Close()
 	b.left, b.over = maxMetricsAnswer+maxHealthzHead, fmt.Errorf("answer longer than %d bytes: not kube-proxy's metrics", maxMetricsAnswer)
 	if resp.StatusCode != http.StatusOK {
 		return m, sent, fmt.Errorf("metrics at %s answered HTTP %d: not kube-proxy's metrics", addr, resp.StatusCode)
 	}
-	m, err = parseMetrics(resp.Body)
+	m, err = parseMetricsWith(rd.body, resp.Body)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			return judge.Metrics{}, sent, fmt.Errorf("metrics at %s did not answer within %v", addr, timeout)
 		}
 		return judge.Metrics{}, sent, fmt.Errorf("metrics at %s: %w", addr, clipError(err))
 	}
+	// The rest of the answer, read to keep the connection: what the scan
+	// buffered of it, then the body to its end, within maxMetricsRest.
+	n, err := io.Copy(io.Discard, io.LimitReader(io.MultiReader(rd.body, resp.Body), maxMetricsRest+1))
+	keep = err == nil && n <= maxMetricsRest && !resp.Close && rd.head.Buffered() == 0
 	return m, sent, nil
 }
 
-func (c *metricsClient) failed(ctx context.Context, addr string, err error, timeout time.Duration) error {
-	if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+func (c *metricsClient) failed(ctx context.Context, addr string, err error, timeout time.Duration, reused bool) error {
+	switch {
+	case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("metrics at %s did not answer within %v", addr, timeout)
+	case reused && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)):
+		return errStale
 	}
 	return fmt.Errorf("metrics at %s failed: %w", addr, clipError(err))
+}
+
+func (c *metricsClient) take(addr string) net.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn := c.idle[addr]
+	delete(c.idle, addr)
+	return conn
+}
+
+func (c *metricsClient) put(addr string, conn net.Conn) {
+	conn.SetDeadline(time.Time{})
+	c.mu.Lock()
+	if c.idle == nil {
+		c.idle = map[string]net.Conn{}
+	}
+	old := c.idle[addr]
+	c.idle[addr] = conn
+	c.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// closeIdle closes addr's idle connection, if any: its node is not asked
+// again.
+func (c *metricsClient) closeIdle(addr string) {
+	if conn := c.take(addr); conn != nil {
+		conn.Close()
+	}
+}
+
+// CloseIdleConnections closes every idle connection.
+func (c *metricsClient) CloseIdleConnections() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = nil
+	c.mu.Unlock()
+	for _, conn := range idle {
+		conn.Close()
+	}
 }
 
 // metricsAddr is the metrics address on the node of healthz address addr.
@@ -281,6 +393,7 @@ func ProbeKubeProxyMetrics(ctx context.Context, client API, port int) ([]NodeMet
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	mc := &metricsClient{dial: (&net.Dialer{}).DialContext, dialTimeout: DefaultRequestTimeout / 2, now: time.Now}
+	defer mc.CloseIdleConnections()
 	out := make([]NodeMetrics, len(list.Items))
 	for i := range list.Items {
 		out[i] = NodeMetrics{Node: list.Items[i].Name}

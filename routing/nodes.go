@@ -72,6 +72,9 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		}
 		if next[name] == nil || next[name].Addr != n.Addr {
 			o.http.closeIdle(n.Addr) // not asked there again
+			if o.cfg.MetricsPort != 0 {
+				o.metrics.closeIdle(metricsAddr(n.Addr, o.cfg.MetricsPort))
+			}
 		}
 	}
 	o.mu.Lock()

@@ -164,6 +164,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	var informing sync.WaitGroup
 	defer informing.Wait()
 	defer o.http.CloseIdleConnections()
+	defer o.metrics.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before the Wait, which waits for the informers to stop
 

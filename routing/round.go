@@ -147,6 +147,11 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		// connection (a socket and its buffer) would stay until exit.
 		o.http.closeIdle(n.Addr)
 		o.conns.close(n.Addr)
+		if o.cfg.MetricsPort != 0 {
+			ma := metricsAddr(n.Addr, o.cfg.MetricsPort)
+			o.metrics.closeIdle(ma)
+			o.conns.close(ma)
+		}
 	}
 }
 
