@@ -11,12 +11,16 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/hapsuper/hapsuper/bench/fakeapi"
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/drain"
 	"github.com/hapsuper/hapsuper/routing"
 	"github.com/hapsuper/hapsuper/routing/kube/kubefake"
@@ -50,6 +54,13 @@ const (
 	endpointsLag = 50 * time.Millisecond
 )
 
+// confirmCheck is how often the child reads the verdict, as a drain does
+// (--poll-interval's default): the confirmation's resolution. The verdict
+// is judged over every node at each call, under the observer's lock
+// (about 4 ms at 5,000 nodes on a loaded machine): read every 2 ms, it
+// held the lock most of the time and slowed the polls it measures.
+const confirmCheck = conf.DefaultCounterPollInterval
+
 // metricsPadding stands in for the families kube-proxy's /metrics serves
 // before kubeproxy_* and after process_* in name order (go_*, rest_client_*,
 // workqueue_*: 100-300 KB in all): the client reads the first to reach
@@ -75,6 +86,11 @@ type endpointCount struct {
 	maxPerNode  int64
 	beforeSync  int64 // requests served before the node's scripted sync
 	maxInFlight int64
+	// lastFirst is when the last node was first asked, after T0: the
+	// baseline's end. A node first asked after its sync cannot be
+	// confirmed by healthz alone until its next sync.
+	lastFirst time.Duration
+	firstLate int64 // nodes first asked after their sync
 }
 
 // perNode is the mean number of requests per node.
@@ -84,12 +100,15 @@ func (c endpointCount) perNode(nodes int) float64 {
 
 // describe is the count as the report and the progress line print it.
 func (c endpointCount) describe(name string, nodes int) string {
-	return fmt.Sprintf("%s %d requests (%.2f per node, at most %d; %d before the node's sync), %d in flight at most",
-		name, c.requests, c.perNode(nodes), c.maxPerNode, c.beforeSync, c.maxInFlight)
+	return fmt.Sprintf("%s %d requests (%.2f per node, at most %d; %d before the node's sync), %d in flight at most; every node first asked by T0+%s s, %d after their sync",
+		name, c.requests, c.perNode(nodes), c.maxPerNode, c.beforeSync, c.maxInFlight, secs(c.lastFirst), c.firstLate)
 }
 
 // fanoutServer counts one endpoint's requests per node.
 type fanoutServer struct {
+	t0                   *atomic.Int64  // unix ns
+	firstAt              []atomic.Int64 // unix ns of each node's first request
+	firstLate            atomic.Int64
 	perNode              []atomic.Int64
 	requests, beforeSync atomic.Int64
 	inFlight, most       atomic.Int64
@@ -97,13 +116,18 @@ type fanoutServer struct {
 
 // begin counts a request to node i (-1: not a simulated node) and returns
 // its end.
-func (s *fanoutServer) begin(i int, nodeInFlight []atomic.Int64, nodeMost *atomic.Int64) func() {
+func (s *fanoutServer) begin(i int, synced bool, nodeInFlight []atomic.Int64, nodeMost *atomic.Int64) func() {
 	s.requests.Add(1)
 	raise(&s.most, s.inFlight.Add(1))
 	if i < 0 || i >= len(s.perNode) {
 		return func() { s.inFlight.Add(-1) }
 	}
-	s.perNode[i].Add(1)
+	if s.perNode[i].Add(1) == 1 {
+		s.firstAt[i].Store(time.Now().UnixNano())
+		if synced {
+			s.firstLate.Add(1)
+		}
+	}
 	raise(nodeMost, nodeInFlight[i].Add(1))
 	return func() {
 		nodeInFlight[i].Add(-1)
@@ -112,9 +136,12 @@ func (s *fanoutServer) begin(i int, nodeInFlight []atomic.Int64, nodeMost *atomi
 }
 
 func (s *fanoutServer) count() endpointCount {
-	c := endpointCount{requests: s.requests.Load(), beforeSync: s.beforeSync.Load(), maxInFlight: s.most.Load()}
+	c := endpointCount{requests: s.requests.Load(), beforeSync: s.beforeSync.Load(), maxInFlight: s.most.Load(), firstLate: s.firstLate.Load()}
 	for i := range s.perNode {
 		c.maxPerNode = max(c.maxPerNode, s.perNode[i].Load())
+		if at := s.firstAt[i].Load(); at != 0 {
+			c.lastFirst = max(c.lastFirst, time.Duration(at-s.t0.Load()))
+		}
 	}
 	return c
 }
@@ -180,11 +207,11 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	}
 	nodeInFlight := make([]atomic.Int64, nodes)
 	var nodeMost, bothInFlight, bothMost atomic.Int64
-	hz := &fanoutServer{perNode: make([]atomic.Int64, nodes)}
+	hz := &fanoutServer{t0: &t0, perNode: make([]atomic.Int64, nodes), firstAt: make([]atomic.Int64, nodes)}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		i, last, synced := nodeOf(r, now)
-		defer hz.begin(i, nodeInFlight, &nodeMost)()
+		defer hz.begin(i, synced, nodeInFlight, &nodeMost)()
 		raise(&bothMost, bothInFlight.Add(1))
 		defer bothInFlight.Add(-1)
 		if i < 0 {
@@ -201,7 +228,7 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	defer srv.Close()
 
 	mport := 0
-	mx := &fanoutServer{perNode: make([]atomic.Int64, nodes)}
+	mx := &fanoutServer{t0: &t0, perNode: make([]atomic.Int64, nodes), firstAt: make([]atomic.Int64, nodes)}
 	if metrics {
 		mln, err := net.Listen("tcp4", "0.0.0.0:0")
 		if err != nil {
@@ -213,7 +240,7 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 		msrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			now := time.Now()
 			i, last, synced := nodeOf(r, now)
-			defer mx.begin(i, nodeInFlight, &nodeMost)()
+			defer mx.begin(i, synced, nodeInFlight, &nodeMost)()
 			raise(&bothMost, bothInFlight.Add(1))
 			defer bothInFlight.Add(-1)
 			if i < 0 {
@@ -277,7 +304,8 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 		return nil, fmt.Errorf("read fan-out child report %q: %w", sc.Text(), err)
 	}
 	if rep.ConfirmedAt == 0 {
-		return nil, fmt.Errorf("fan-out: the observer never confirmed: %s: %s", rep.State, rep.Detail)
+		return nil, fmt.Errorf("fan-out: the observer never confirmed (%s; child RSS %.1f MB before the stop, %.1f MB 15 s after): %s: %.300s",
+			hz.count().describe("healthz", nodes), float64(rep.SyncedKB)/1024, float64(rep.RSSKB)/1024, rep.State, rep.Detail)
 	}
 	return &fanoutResult{
 		nodes:        nodes,
@@ -360,6 +388,12 @@ func fanoutChild() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	syncedKB := harness.StatusKB(os.Getpid(), "VmRSS")
+	stopProfile := func() {}
+	if dir := os.Getenv("HAPSUPER_BENCH_PROFILE"); dir != "" {
+		if stopProfile, err = profileFanout(dir); err != nil {
+			return err
+		}
+	}
 	fmt.Println("synced")
 	var at int64
 	if _, err := fmt.Fscan(os.Stdin, &at); err != nil {
@@ -386,9 +420,10 @@ func fanoutChild() error {
 			rep.ConfirmedAt = time.Now().UnixNano()
 			break
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(confirmCheck)
 	}
 	rep.RSSKB = harness.StatusKB(os.Getpid(), "VmRSS")
+	stopProfile()
 	cancel()
 	<-done
 	return json.NewEncoder(os.Stdout).Encode(rep)
@@ -400,4 +435,27 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// profileFanout writes the child's CPU profile from the stop request on,
+// and its heap (allocations since start) when stop is called, to dir
+// (HAPSUPER_BENCH_PROFILE: a run looked into, not the figures).
+func profileFanout(dir string) (stop func(), err error) {
+	cpu, err := os.Create(filepath.Join(dir, "fanout-cpu.pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("fan-out profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return nil, fmt.Errorf("fan-out profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		runtime.GC()
+		if heap, err := os.Create(filepath.Join(dir, "fanout-heap.pprof")); err == nil {
+			pprof.Lookup("allocs").WriteTo(heap, 0)
+			heap.Close()
+		}
+	}, nil
 }
