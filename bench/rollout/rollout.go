@@ -216,7 +216,32 @@ func (r *runner) readyPods(ctx context.Context, s strategy) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return r.rules.waitExactly(wctx, r.env.H.Nodes(), ips...)
+	err := r.rules.waitExactly(wctx, r.env.H.Nodes(), ips...)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	// A kube-proxy that a fault of the rollout before left behind (its
+	// informers in client-go's backoff after a restart the apiserver could
+	// not see) is restarted once, said, and waited for again; the rollout
+	// has not begun, so nothing it measures is touched.
+	for _, n := range r.env.H.Nodes() {
+		got, gerr := r.rules.endpoints(ctx, n)
+		if gerr == nil && len(got) == len(ips) && hasAll(got, ips) {
+			continue
+		}
+		r.printf("  warning: %v; restarting %s's kube-proxy, whose log ends:\n%s\n", err, n.Name, indent(n.KubeProxy.Process().LogTail(8), "    "))
+		if rerr := errors.Join(n.KubeProxy.Stop(), n.KubeProxy.Start()); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	wctx2, cancel2 := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel2()
+	return r.rules.waitExactly(wctx2, r.env.H.Nodes(), ips...)
+}
+
+// indent prefixes every line of s with pre.
+func indent(s, pre string) string {
+	return pre + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pre)
 }
 
 // endCell lets the clients run tailTime more, stops them, and records what
