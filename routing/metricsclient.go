@@ -35,7 +35,8 @@ import (
 // the last family it wants (process_start_time_seconds: families come
 // sorted by name) is read.
 
-// The families read.
+// The families read. takeLine skips a line by its first byte unless it
+// is one of theirs.
 const (
 	metricSyncStamp   = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 	metricPending     = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"
@@ -105,8 +106,8 @@ func parseMetricsWith(br *bufio.Reader, r io.Reader) (judge.Metrics, error) {
 // process_start_time_seconds is read, the last of the families wanted in
 // name order.
 func takeLine(m *judge.Metrics, l []byte) (done bool, err error) {
-	if len(l) == 0 || l[0] == '#' {
-		return false, nil
+	if len(l) == 0 || (l[0] != metricSyncStamp[0] && l[0] != metricStart[0]) {
+		return false, nil // a comment, or a family not read: most lines
 	}
 	name, labels, value, ok := splitSample(l)
 	if !ok {
