@@ -77,6 +77,7 @@ type fanoutResult struct {
 	maxInFlight  int64         // both endpoints at once, at the server
 	maxPerNode   int64         // requests in flight to one node at once, both endpoints
 	rssKB        int64         // the child's VmRSS once confirmed
+	cpu          time.Duration // the child's CPU time from the stop request to the confirmation
 	syncedKB     int64         // the child's VmRSS before the stop request
 }
 
@@ -161,6 +162,7 @@ type childReport struct {
 	ConfirmedAt int64  `json:"confirmedAt"` // unix ns; 0 when not confirmed
 	RSSKB       int64  `json:"rssKB"`
 	SyncedKB    int64  `json:"syncedKB"` // VmRSS before the stop: fake API, informers, node list not read yet
+	CPUTicks    int64  `json:"cpuTicks"` // user + system, stop request → confirmed, in clock ticks (1/100 s)
 	State       string `json:"state"`
 	Detail      string `json:"detail"`
 }
@@ -290,6 +292,12 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	defer cmd.Wait()
 	defer cancel()
 	sc := bufio.NewScanner(stdout)
+	if dir := os.Getenv("HAPSUPER_BENCH_PROFILE"); dir != "" {
+		if f, err := os.Create(filepath.Join(dir, "fanout-server-cpu.pprof")); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if !sc.Scan() || sc.Text() != "synced" {
 		return nil, fmt.Errorf("fan-out child did not report its watch synced (%q)", sc.Text())
 	}
@@ -316,6 +324,7 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 		maxInFlight:  bothMost.Load(),
 		maxPerNode:   nodeMost.Load(),
 		rssKB:        rep.RSSKB,
+		cpu:          time.Duration(rep.CPUTicks) * 10 * time.Millisecond,
 		syncedKB:     rep.SyncedKB,
 	}, nil
 }
@@ -400,6 +409,7 @@ func fanoutChild() error {
 		return fmt.Errorf("read T0: %w", err)
 	}
 	time.Sleep(time.Until(time.Unix(0, at)))
+	ticks := harness.CPUTicks(os.Getpid())
 	// As in a cluster: the pod's deletion, seen by the kubelet (the stop
 	// request) and by the EndpointSlice controller, which withdraws the pod
 	// endpointsLag later.
@@ -423,6 +433,7 @@ func fanoutChild() error {
 		time.Sleep(confirmCheck)
 	}
 	rep.RSSKB = harness.StatusKB(os.Getpid(), "VmRSS")
+	rep.CPUTicks = harness.CPUTicks(os.Getpid()) - ticks
 	stopProfile()
 	cancel()
 	<-done

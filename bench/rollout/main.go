@@ -276,7 +276,8 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		if f.metrics {
 			r.printf("  %s\n", f.metricsReqs.describe("metrics", f.nodes))
 		}
-		r.printf("  in flight at most %d (both endpoints), %d to one node\n", f.maxInFlight, f.maxPerNode)
+		r.printf("  in flight at most %d (both endpoints), %d to one node; the child's CPU time %.2f s (%.0f µs a node) from the stop to the confirmation\n",
+			f.maxInFlight, f.maxPerNode, f.cpu.Seconds(), float64(f.cpu.Microseconds())/float64(f.nodes))
 		r.printf("  child RSS %.1f MB before the stop, %.1f MB once confirmed: %+.1f MB\n",
 			float64(f.syncedKB)/1024, float64(f.rssKB)/1024, float64(f.rssKB-f.syncedKB)/1024)
 	}
