@@ -225,11 +225,12 @@ type metricsClient struct {
 // closes the connection instead.
 const maxMetricsRest = 256 << 10
 
-// metricsReaders are the read buffers of requests in flight: one for the
-// status line and headers (and what the connection delivers), one for the
-// scan of the body.
+// metricsReaders are the read buffers of requests in flight: one for
+// what the connection delivers (the status line, headers and the body's
+// framing: a few reads per answer, where healthz's 512 bytes took one
+// read per 512), one for the scan of the body.
 var metricsReaders = sync.Pool{New: func() any {
-	return &metricsReader{head: bufio.NewReaderSize(nil, healthzReadBuffer), body: bufio.NewReaderSize(nil, metricsReadBuffer)}
+	return &metricsReader{head: bufio.NewReaderSize(nil, metricsReadBuffer), body: bufio.NewReaderSize(nil, metricsReadBuffer)}
 }}
 
 type metricsReader struct{ head, body *bufio.Reader }
