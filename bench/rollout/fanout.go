@@ -90,8 +90,9 @@ type endpointCount struct {
 	// lastFirst is when the last node was first asked, after T0: the
 	// baseline's end. A node first asked after its sync cannot be
 	// confirmed by healthz alone until its next sync.
-	lastFirst time.Duration
-	firstLate int64 // nodes first asked after their sync
+	lastFirst  time.Duration
+	firstFirst time.Duration // when the first node was first asked, after T0: the node list read before
+	firstLate  int64         // nodes first asked after their sync
 }
 
 // perNode is the mean number of requests per node.
@@ -101,8 +102,8 @@ func (c endpointCount) perNode(nodes int) float64 {
 
 // describe is the count as the report and the progress line print it.
 func (c endpointCount) describe(name string, nodes int) string {
-	return fmt.Sprintf("%s %d requests (%.2f per node, at most %d; %d before the node's sync), %d in flight at most; every node first asked by T0+%s s, %d after their sync",
-		name, c.requests, c.perNode(nodes), c.maxPerNode, c.beforeSync, c.maxInFlight, secs(c.lastFirst), c.firstLate)
+	return fmt.Sprintf("%s %d requests (%.2f per node, at most %d; %d before the node's sync), %d in flight at most; nodes first asked from T0+%s to T0+%s s, %d after their sync",
+		name, c.requests, c.perNode(nodes), c.maxPerNode, c.beforeSync, c.maxInFlight, secs(c.firstFirst), secs(c.lastFirst), c.firstLate)
 }
 
 // fanoutServer counts one endpoint's requests per node.
@@ -141,7 +142,11 @@ func (s *fanoutServer) count() endpointCount {
 	for i := range s.perNode {
 		c.maxPerNode = max(c.maxPerNode, s.perNode[i].Load())
 		if at := s.firstAt[i].Load(); at != 0 {
-			c.lastFirst = max(c.lastFirst, time.Duration(at-s.t0.Load()))
+			d := time.Duration(at - s.t0.Load())
+			c.lastFirst = max(c.lastFirst, d)
+			if c.firstFirst == 0 || d < c.firstFirst {
+				c.firstFirst = d
+			}
 		}
 	}
 	return c

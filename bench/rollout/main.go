@@ -91,7 +91,7 @@ func main() {
 	flag.IntVar(&o.soak, "soak", 0, "run only the soak: this many consecutive drains per client pattern (hapsuper, live kube-proxy unless -strategies or -kube-proxy say otherwise), results in bench/rollout/SOAK.md")
 	flag.BoolVar(&o.balancer, "balancer", true, "run the rollouts behind a health-checking load balancer (externalTrafficPolicy Local) after the matrix")
 	flag.BoolVar(&o.balancerOnly, "balancer-only", false, "run only the rollouts behind the load balancer, results in bench/rollout/BALANCER.md")
-	flag.BoolVar(&o.metrics, "kube-proxy-metrics", false, "run kube-proxy with its metrics on the node address and the hapsuper strategies with --kube-proxy-metrics-port (the metrics witness); the matrix's and the campaign's reports say which")
+	flag.BoolVar(&o.metrics, "kube-proxy-metrics", false, "run kube-proxy with its metrics on the node address and the hapsuper strategies with --kube-proxy-metrics-port (the metrics witness), and the fan-out with the simulated kube-proxies' metrics; the matrix's and the campaign's reports say which")
 	flag.StringVar(&o.proxyMode, "proxy-mode", "nftables", "kube-proxy's mode on the nodes: nftables or iptables")
 	flag.IntVar(&o.campaign, "campaign", 0, "run only the fault campaign: this many hapsuper drains with random faults, results in bench/rollout/CAMPAIGN.md")
 	flag.Uint64Var(&o.seed, "seed", 0, "the campaign's seed (default: from the clock; printed)")
