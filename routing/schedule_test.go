@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hapsuper/hapsuper/drain"
 )
@@ -152,4 +154,57 @@ func TestScheduleWaitsForTheAllowanceAfterTheWithdrawal(t *testing.T) {
 		}
 	}
 	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
+}
+
+// fanOutAt starts each item no sooner than its instant on the clock, and
+// returns, without starting the rest, when ctx ends while it waits.
+func TestFanOutAtWaitsForEachInstant(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	due := []time.Duration{0, 100 * ms, 100 * ms, 300 * ms}
+	var mu sync.Mutex
+	var started []time.Duration
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fanOutAt(ctx, clk, 2, []int{0, 1, 2, 3}, func(i int) time.Time { return t0.Add(due[i]) }, func(i int) {
+			mu.Lock()
+			started = append(started, clk.Since(t0))
+			mu.Unlock()
+		})
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(started)
+	}
+	// Step 10 ms at a time while fanOutAt waits, until three have
+	// started; then end ctx while it waits for the fourth (at 300 ms).
+	deadline := time.Now().Add(10 * time.Second)
+	for count() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %d of 3 started", count())
+		}
+		if clk.HasWaiters() {
+			clk.Step(10 * ms)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("fanOutAt did not return within 10s of ctx's end")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != 3 {
+		t.Fatalf("started at %v: want 3, the fourth not after ctx ended", started)
+	}
+	for i, at := range started {
+		if at < due[i] {
+			t.Errorf("item %d started at +%v, before its instant +%v", i, at, due[i])
+		}
+	}
 }
