@@ -38,21 +38,21 @@ func (o *Observer) rounds(ctx context.Context) {
 // each within RequestTimeout. Run's rounds ask the same nodes, each on its
 // schedule (scheduledRound).
 func (o *Observer) confirmRound(ctx context.Context) {
-	todo, _ := o.confirmTodo(ctx)
+	todo := o.confirmTodo(ctx)
 	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
 }
 
 // confirmTodo lists the nodes a round asks (confirmRound), reading the
-// node list first when due, and says whether the API says withdrawn.
-func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node, withdrawn bool) {
+// node list first when due.
+func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node) {
 	o.mu.Lock()
 	started := !o.stopAt.IsZero() || o.watch.deleting
-	withdrawn = started && judge.APIWithdrawn(o.watch.paths)
+	withdrawn := started && judge.APIWithdrawn(o.watch.paths)
 	ready := o.cfg.Mode == ModeKubeProxy && o.synced && started
 	listed := o.nodes != nil
 	o.mu.Unlock()
 	if !ready || (!listed && !o.listNodes(ctx)) {
-		return nil, false
+		return nil
 	}
 	if listed && o.relistDue() {
 		o.listNodes(ctx) // a failure keeps the set read before
@@ -73,7 +73,7 @@ func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node, withdra
 			}
 		}
 	}
-	return todo, withdrawn
+	return todo
 }
 
 // fanOut calls poll for every item, at most limit at a time, and returns

@@ -13,38 +13,26 @@ import (
 )
 
 // The schedule of Run's confirmation polls. confirmRound asks every node
-// it selects at once; Run's rounds (scheduledRound) ask each node when its
-// answer can next matter, so that a drain over thousands of nodes asks
-// each a few times, not once per round:
+// it selects at once; Run's rounds (scheduledRound) ask each node no
+// sooner than PollInterval after it was last asked, so that a drain over
+// thousands of nodes asks each once per interval, not once per round: the
+// stop request and the pod's deletion both kick a round, and a round over
+// thousands of nodes can outlast the interval; each asked every pending
+// node again at once. A round covers the nodes due before the next tick
+// and starts each at its instant (fanOutAt): one that becomes due
+// mid-round is asked then, not a whole interval later.
 //
-//   - not sooner than PollInterval after the node was last asked: a round
-//     that outlasts the interval, or a kick (the stop request and the
-//     pod's deletion both kick), does not ask it again at once;
-//   - once the API says withdrawn, a node that has answered is not asked
-//     before R + D (R the latest receipt among the families' changes, D
-//     the sync allowance). Before that no answer can confirm it: rule 1
-//     and the pending rule both need a request sent at or after R + D
-//     (Cmin is at most a request's sending), and the silence rule's
-//     second answer comes at least 3D − 250 ms after R (Lag + D ≤
-//     MinSync): the gate delays it by less than D at worst. What an
-//     earlier answer could tell (a failure, a restart) the answer at R + D
-//     tells too: the baseline's kept connection is closed by a restart
-//     whenever it comes. A node that never answered is not gated, so that
-//     its connection is made before its sync.
-//
-// A round covers the nodes due before the next tick and starts each at
-// its instant (fanOutAt): one that becomes due mid-round is asked then,
-// not a whole interval later.
+// A node is not held back further, for instance until R + D after the
+// withdrawal, before which no answer can confirm it: an answer then can
+// still show kube-proxy frozen (a slow or missing answer), and a sync that
+// completes after such a stall is judged against its end (judge.Node's
+// stalls).
 
-// nodeDue is when n is next asked; called with o.mu held. gate is R + D
-// once the API says withdrawn, zero before.
-func (o *Observer) nodeDue(n *judge.Node, gate time.Time) time.Time {
+// nodeDue is when n is next asked; called with o.mu held.
+func (o *Observer) nodeDue(n *judge.Node) time.Time {
 	due := o.asked[n] // zero: never asked, due at once
 	if !due.IsZero() {
 		due = due.Add(o.cfg.PollInterval)
-	}
-	if n.Answered() && due.Before(gate) {
-		due = gate
 	}
 	return due
 }
@@ -53,21 +41,15 @@ func (o *Observer) nodeDue(n *judge.Node, gate time.Time) time.Time {
 // confirmRound would, each at its due instant (nodeDue) when that comes
 // before until, and returns once those requests have ended.
 func (o *Observer) scheduledRound(ctx context.Context, until time.Time) {
-	todo, withdrawn := o.confirmTodo(ctx)
+	todo := o.confirmTodo(ctx)
 	if len(todo) == 0 {
 		return
 	}
 	o.mu.Lock()
-	var gate time.Time
-	if withdrawn {
-		for _, r := range judge.Targets(o.watch.paths) {
-			gate = maxTime(gate, r.Add(o.judging.Rule.Allowance))
-		}
-	}
 	due := make(map[*judge.Node]time.Time, len(todo))
 	keep := todo[:0]
 	for _, n := range todo {
-		if d := o.nodeDue(n, gate); d.Before(until) {
+		if d := o.nodeDue(n); d.Before(until) {
 			due[n] = d
 			keep = append(keep, n)
 		}
@@ -118,11 +100,4 @@ func (o *Observer) forgetAsked() {
 			delete(o.asked, n)
 		}
 	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
