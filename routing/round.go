@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
 )
@@ -79,20 +80,7 @@ func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node) {
 // fanOut calls poll for every item, at most limit at a time, and returns
 // once every call it started has returned; it starts none once ctx is done.
 func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, it := range items {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			poll(it)
-		})
-	}
+	fanOutAt(ctx, clock.RealClock{}, limit, items, func(T) time.Time { return time.Time{} }, poll)
 }
 
 // pollNode reads one node's healthz, and after an answer its metrics
