@@ -72,9 +72,9 @@ state = "{{dir}}/state"
 // for Connection: close, so a real pod holds one per request for 60 s, and
 // a node's conntrack can forget the masqueraded tuple while the pod still
 // holds it (srcport.go): the pod's old socket then answers a new SYN with a
-// RST, a refused request from a live, listening pod (1 of 1,412 requests
-// in one full run's TestRealPod_Rollout, 14:58:28.847, after every stopped
-// pod's sandbox was gone).
+// RST, a refused request from a live, listening pod (most likely the 1 of
+// 1,412 requests refused in one full run's TestRealPod_Rollout, at
+// 14:58:28.847, after every stopped pod's sandbox was gone).
 const cniConfig = `{
   "cniVersion": "0.4.0",
   "name": "hapsuper-test",
