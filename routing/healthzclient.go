@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -27,8 +26,7 @@ type healthzClient struct {
 	dialTimeout time.Duration
 	now         func() time.Time // stamps a request left waiting (answer.sent)
 
-	mu   sync.Mutex
-	idle map[string]*keptConn
+	idle idleConns[*keptConn]
 }
 
 // keptConn is a connection with its read buffer, which reads through the
@@ -115,7 +113,7 @@ const healthzReadBuffer = 512
 // made within dialTimeout, shorter than the request's, so that a node that
 // does not accept fails as a dial error rather than as a silent kube-proxy.
 func newHealthzClient(dial dialFunc, dialTimeout time.Duration) *healthzClient {
-	return &healthzClient{dial: dial, dialTimeout: dialTimeout, now: time.Now, idle: map[string]*keptConn{}}
+	return &healthzClient{dial: dial, dialTimeout: dialTimeout, now: time.Now}
 }
 
 // errStale: a kept connection the node had closed (it failed before any
@@ -246,39 +244,15 @@ func (c *healthzClient) failed(ctx context.Context, addr string, err error, reus
 }
 
 func (c *healthzClient) take(addr string) *keptConn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	kc := c.idle[addr]
-	delete(c.idle, addr)
+	kc, _ := c.idle.take(addr)
 	return kc
 }
 
-func (c *healthzClient) put(addr string, kc *keptConn) {
-	kc.SetDeadline(time.Time{})
-	c.mu.Lock()
-	old := c.idle[addr]
-	c.idle[addr] = kc
-	c.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-}
+func (c *healthzClient) put(addr string, kc *keptConn) { c.idle.put(addr, kc) }
 
 // closeIdle closes addr's idle connection, if any: its node is not asked
 // again.
-func (c *healthzClient) closeIdle(addr string) {
-	if kc := c.take(addr); kc != nil {
-		kc.Close()
-	}
-}
+func (c *healthzClient) closeIdle(addr string) { c.idle.close(addr) }
 
 // CloseIdleConnections closes every idle connection.
-func (c *healthzClient) CloseIdleConnections() {
-	c.mu.Lock()
-	idle := c.idle
-	c.idle = map[string]*keptConn{}
-	c.mu.Unlock()
-	for _, kc := range idle {
-		kc.Close()
-	}
-}
+func (c *healthzClient) CloseIdleConnections() { c.idle.closeAll() }

@@ -65,8 +65,8 @@ func TestHealthzClientKeepsAndReplacesConnection(t *testing.T) {
 		t.Errorf("%d connections, want 2", n)
 	}
 	c.closeIdle("10.0.0.2:10256")
-	if len(c.idle) != 0 {
-		t.Errorf("idle connections after closeIdle: %d", len(c.idle))
+	if c.idle.len() != 0 {
+		t.Errorf("idle connections after closeIdle: %d", c.idle.len())
 	}
 }
 
@@ -81,7 +81,7 @@ func TestHealthzClientIdleConnectionsHaveNoGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, idle := conns.Load(), len(c.idle); n != 50 || idle != 50 {
+	if n, idle := conns.Load(), c.idle.len(); n != 50 || idle != 50 {
 		t.Fatalf("%d connections, %d idle, want 50 each", n, idle)
 	}
 	var prof bytes.Buffer
@@ -163,7 +163,7 @@ func TestHealthzClientBoundsTheAnswer(t *testing.T) {
 			if !errors.Is(err, errHeadTooLong) {
 				t.Fatalf("endless %s: %v, want errHeadTooLong", tc.name, err)
 			}
-			if len(c.idle) != 0 {
+			if c.idle.len() != 0 {
 				t.Errorf("the connection of a too-long answer was kept")
 			}
 		})

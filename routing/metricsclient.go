@@ -215,8 +215,7 @@ type metricsClient struct {
 	dialTimeout time.Duration
 	now         func() time.Time
 
-	mu   sync.Mutex
-	idle map[string]net.Conn
+	idle idleConns[net.Conn]
 }
 
 // maxMetricsRest bounds what is read of an answer after the samples, to
@@ -324,45 +323,18 @@ func (c *metricsClient) failed(ctx context.Context, addr string, err error, time
 }
 
 func (c *metricsClient) take(addr string) net.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn := c.idle[addr]
-	delete(c.idle, addr)
+	conn, _ := c.idle.take(addr)
 	return conn
 }
 
-func (c *metricsClient) put(addr string, conn net.Conn) {
-	conn.SetDeadline(time.Time{})
-	c.mu.Lock()
-	if c.idle == nil {
-		c.idle = map[string]net.Conn{}
-	}
-	old := c.idle[addr]
-	c.idle[addr] = conn
-	c.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-}
+func (c *metricsClient) put(addr string, conn net.Conn) { c.idle.put(addr, conn) }
 
 // closeIdle closes addr's idle connection, if any: its node is not asked
 // again.
-func (c *metricsClient) closeIdle(addr string) {
-	if conn := c.take(addr); conn != nil {
-		conn.Close()
-	}
-}
+func (c *metricsClient) closeIdle(addr string) { c.idle.close(addr) }
 
 // CloseIdleConnections closes every idle connection.
-func (c *metricsClient) CloseIdleConnections() {
-	c.mu.Lock()
-	idle := c.idle
-	c.idle = nil
-	c.mu.Unlock()
-	for _, conn := range idle {
-		conn.Close()
-	}
-}
+func (c *metricsClient) CloseIdleConnections() { c.idle.closeAll() }
 
 // metricsAddr is the metrics address on the node of healthz address addr.
 func metricsAddr(addr string, port int) string {
