@@ -234,6 +234,21 @@ type campaignDrain struct {
 	// rulesGone is when, after the delete, the last node's rules dropped
 	// the pod (-1: not within the grace period); ended when the drain ended.
 	rulesGone, ended time.Duration
+	// rulesSeen is the latest start, after the delete, of a listing that
+	// still found the pod in a node's rules (-1: none, or not recorded):
+	// the last drop came after it (rules.withdrawalWatch).
+	rulesSeen time.Duration
+}
+
+// endedEarly says whether a withdrawn verdict's drain ended before the
+// last node's rules dropped the pod: provably, when it ended before a
+// listing that still found the pod began; possibly, when it ended before
+// the listing that no longer found it ended.
+func (d campaignDrain) endedEarly() (provably, possibly bool) {
+	if d.pod.reason != "routed-away" && d.pod.reason != "lb-marked-down" || d.rulesGone < 0 {
+		return false, false
+	}
+	return d.rulesSeen >= 0 && d.ended < d.rulesSeen, d.ended < d.rulesGone
 }
 
 // needlessBound: a drain that ended at the bound although every node's
@@ -255,6 +270,40 @@ func withdrawnRollouts(ds []campaignDrain) map[int]bool {
 		}
 	}
 	return out
+}
+
+// earlyParagraph says which withdrawn verdicts ended before the last rules
+// drop, provably or within the bench's measurement of that drop.
+func earlyParagraph(ds []campaignDrain) string {
+	var provably, possibly []string
+	withdrawnN, recorded := 0, false
+	for _, d := range ds {
+		if d.pod.reason != "routed-away" && d.pod.reason != "lb-marked-down" {
+			continue
+		}
+		withdrawnN++
+		recorded = recorded || d.rulesSeen >= 0
+		p, q := d.endedEarly()
+		what := fmt.Sprintf("rollout %d %s (ended +%.2fs, rules last found +%.2fs, gone by +%.2fs)", d.rollout, d.pod.name, d.ended.Seconds(), d.rulesSeen.Seconds(), d.rulesGone.Seconds())
+		switch {
+		case p:
+			provably = append(provably, what)
+		case q:
+			possibly = append(possibly, what)
+		}
+	}
+	if !recorded {
+		return fmt.Sprintf("\nOf the %d withdrawn verdicts, %d ended before the first listing without the pod ended; these records do not hold when the last listing that found it began, so none can be told apart from the listings' own duration.\n", withdrawnN, len(possibly))
+	}
+	s := fmt.Sprintf("\nOf the %d withdrawn verdicts, %d ended provably before the last node's rules dropped the pod (before a listing that still found it began)", withdrawnN, len(provably))
+	if len(provably) > 0 {
+		s += ": " + strings.Join(provably, "; ")
+	}
+	s += fmt.Sprintf(", and %d while the drop was being measured (after the last listing that found it began, before the first that did not ended)", len(possibly))
+	if len(possibly) > 0 {
+		s += ": " + strings.Join(possibly, "; ")
+	}
+	return s + ".\n"
 }
 
 // claimedTooMuch: routed-away (or lb-marked-down) with requests on fresh
@@ -292,9 +341,12 @@ func (r *runner) runCampaign(ctx context.Context, n int, seed uint64, checkpoint
 		}
 		r.progress(res, time.Since(began))
 		for _, p := range res.pods {
-			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed(), rulesGone: -1, ended: p.ended.Sub(p.deleted)}
+			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed(), rulesGone: -1, rulesSeen: -1, ended: p.ended.Sub(p.deleted)}
 			if gone := lastOf(p.nodeRules); !gone.IsZero() {
 				d.rulesGone = gone.Sub(p.deleted)
+			}
+			if seen := latestOf(p.nodeSeen); !seen.IsZero() {
+				d.rulesSeen = seen.Sub(p.deleted)
 			}
 			if m := auditedRe.FindStringSubmatch(p.detail); m != nil {
 				d.audited, _ = strconv.Atoi(m[1])
@@ -386,6 +438,7 @@ func campaignBody(ds []campaignDrain) string {
 		fmt.Fprintf(&b, ": %s", strings.Join(ex, "; "))
 	}
 	b.WriteString(".\n")
+	b.WriteString(earlyParagraph(ds))
 
 	b.WriteString("\n## Verdicts per fault\n\nA drain counts under every fault of its rollout (\"none\": a rollout without faults).\n\n| fault | drains | verdicts | failed requests (of their rollouts) | late requests |\n|---|--:|---|--:|--:|\n")
 	for _, k := range append([]faultKind{"none"}, faultKinds...) {

@@ -31,6 +31,9 @@ type drainRecord struct {
 	// rules did not drop the pod within the grace period. Absent in
 	// records written before they were kept: -1 and 0.
 	RulesGone *time.Duration `json:"rulesGone,omitempty"`
+	// RulesSeen: the latest start of a listing that still found the pod
+	// (campaignDrain.rulesSeen); absent in older records: -1.
+	RulesSeen *time.Duration `json:"rulesSeen,omitempty"`
 	Ended     time.Duration  `json:"ended"`
 }
 
@@ -47,7 +50,7 @@ func writeDrains(path, part string, ds []campaignDrain) error {
 	enc := json.NewEncoder(&b)
 	for _, d := range ds {
 		r := drainRecord{Part: part, Rollout: d.rollout, Seed: d.seed, Pattern: string(d.pat), Pod: d.pod.name,
-			Reason: d.pod.reason, Detail: d.pod.detail, Late: d.pod.late, Failed: d.failed, Audited: d.audited, RulesGone: &d.rulesGone, Ended: d.ended}
+			Reason: d.pod.reason, Detail: d.pod.detail, Late: d.pod.late, Failed: d.failed, Audited: d.audited, RulesGone: &d.rulesGone, RulesSeen: &d.rulesSeen, Ended: d.ended}
 		for _, f := range d.faults {
 			r.Faults = append(r.Faults, faultRecord{Kind: string(f.kind), Node: f.node, At: f.at, For: f.for_})
 		}
@@ -79,9 +82,12 @@ func readDrains(paths []string) ([]campaignDrain, []string, error) {
 				return nil, nil, fmt.Errorf("%s:%d: %w", p, line, err)
 			}
 			d := campaignDrain{rollout: offset + r.Rollout, seed: r.Seed, pat: pattern(r.Pattern), failed: r.Failed, audited: r.Audited,
-				pod: podResult{name: r.Pod, reason: r.Reason, detail: r.Detail, late: r.Late}, rulesGone: -1, ended: r.Ended}
+				pod: podResult{name: r.Pod, reason: r.Reason, detail: r.Detail, late: r.Late}, rulesGone: -1, rulesSeen: -1, ended: r.Ended}
 			if r.RulesGone != nil {
 				d.rulesGone = *r.RulesGone
+			}
+			if r.RulesSeen != nil {
+				d.rulesSeen = *r.RulesSeen
 			}
 			for _, fr := range r.Faults {
 				d.faults = append(d.faults, fault{kind: faultKind(fr.Kind), node: fr.Node, at: fr.At, for_: fr.For})

@@ -24,7 +24,8 @@ type podResult struct {
 	master     time.Time // HAProxy master exit
 	withdrawn  time.Time // withdrawal confirmed: hapsuper's log, or the last node's rules
 	hapsuperW  time.Time // hapsuper's first routing state=withdrawn after the stop (zero otherwise)
-	nodeRules  map[string]time.Time
+	nodeRules  map[string]time.Time // per node: the first listing without the pod ended
+	nodeSeen   map[string]time.Time // per node: the last listing with it began (rules.withdrawalWatch)
 	reason     string // hapsuper's drain reason
 	detail     string // and its detail
 	late       int    // new connections sent after withdrawn that the pod answered (-1: not counted)
@@ -159,15 +160,15 @@ func (r *runner) runCell(ctx context.Context, c cell, next strategy) (cellResult
 				}
 			}
 		}
-		old.nodeRules = map[string]time.Time{}
+		old.nodeRules, old.nodeSeen = map[string]time.Time{}, map[string]time.Time{}
 		var rulesMu sync.Mutex
 		wctx, wcancel := context.WithTimeout(ctx, r.opts.grace+5*time.Second)
 		defer wcancel()
 		for _, n := range nodes {
 			watches.Go(func() {
-				at := r.rules.withdrawalWatch(wctx, n, old.IP.String())
+				seen, gone := r.rules.withdrawalWatch(wctx, n, old.IP.String())
 				rulesMu.Lock()
-				old.nodeRules[n.Name] = at
+				old.nodeRules[n.Name], old.nodeSeen[n.Name] = gone, seen
 				rulesMu.Unlock()
 			})
 		}
@@ -294,6 +295,17 @@ func (p podResult) String() string {
 	}
 	return fmt.Sprintf("%s on %s: signal %s, rules withdrawn [%s], hapsuper withdrawn %s, drain ended %s (%s), soft stop %s, master exit %s, code %d, late %d",
 		p.name, p.node, rel(p.signal), strings.Join(rules, ", "), rel(p.hapsuperW), rel(p.ended), p.reason, rel(p.soft), rel(p.master), p.code, p.late)
+}
+
+// latestOf is the latest time in m, skipping zeros; zero when all are.
+func latestOf(m map[string]time.Time) time.Time {
+	var last time.Time
+	for _, t := range m {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 // lastOf is the latest of the times, zero if any is zero (never seen).

@@ -105,18 +105,27 @@ func hasAll(set map[string]bool, ips []string) bool {
 }
 
 // withdrawalWatch polls node's rules every 50 ms from now until ip is gone
-// from them (or ctx ends) and returns when that was first seen.
-func (r *rules) withdrawalWatch(ctx context.Context, n *k8stest.Node, ip string) time.Time {
+// from them (or ctx ends). The drop lies between seen, the start of the
+// last listing that still held ip (zero when the first one did not), and
+// gone, the end of the first listing without it: a listing reads the
+// kernel at some instant between its start and its end, and under load
+// one takes far longer than the 50 ms between them. gone is zero when ctx
+// ended first.
+func (r *rules) withdrawalWatch(ctx context.Context, n *k8stest.Node, ip string) (seen, gone time.Time) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		began := time.Now()
 		got, err := r.endpoints(ctx, n)
-		if err == nil && !got[ip] {
-			return time.Now()
+		switch {
+		case err == nil && !got[ip]:
+			return seen, time.Now()
+		case err == nil:
+			seen = began
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}
+			return seen, time.Time{}
 		case <-tick.C:
 		}
 	}
