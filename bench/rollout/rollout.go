@@ -17,21 +17,21 @@ import (
 type podResult struct {
 	name, node string
 	strat      strategy
-	deleted    time.Time // the API delete returned; the kubelet's stop starts here
-	signal     time.Time // SIGTERM (hapsuper) or SIGUSR1 (plain HAProxy) sent
-	soft       time.Time // soft stop: SIGUSR1 sent, or hapsuper's "soft stop"
-	ended      time.Time // hapsuper's "drain ended"; the soft stop for plain HAProxy
-	master     time.Time // HAProxy master exit
-	withdrawn  time.Time // withdrawal confirmed: hapsuper's log, or the last node's rules
-	hapsuperW  time.Time // hapsuper's first routing state=withdrawn after the stop (zero otherwise)
+	deleted    time.Time            // the API delete returned; the kubelet's stop starts here
+	signal     time.Time            // SIGTERM (hapsuper) or SIGUSR1 (plain HAProxy) sent
+	soft       time.Time            // soft stop: SIGUSR1 sent, or hapsuper's "soft stop"
+	ended      time.Time            // hapsuper's "drain ended"; the soft stop for plain HAProxy
+	master     time.Time            // HAProxy master exit
+	withdrawn  time.Time            // withdrawal confirmed: hapsuper's log, or the last node's rules
+	hapsuperW  time.Time            // hapsuper's first routing state=withdrawn after the stop (zero otherwise)
 	nodeRules  map[string]time.Time // per node: the first listing without the pod ended
 	nodeSeen   map[string]time.Time // per node: the last listing with it began (rules.withdrawalWatch)
-	reason     string // hapsuper's drain reason
-	detail     string // and its detail
-	late       int    // new connections sent after withdrawn that the pod answered (-1: not counted)
-	killed     bool   // the grace period ended it (SIGKILL)
-	code       int    // the container's exit code
-	usage      usage  // hapsuper's RSS and CPU while serving (before the stop)
+	reason     string               // hapsuper's drain reason
+	detail     string               // and its detail
+	late       int                  // new connections sent after withdrawn that the pod answered (-1: not counted)
+	killed     bool                 // the grace period ended it (SIGKILL)
+	code       int                  // the container's exit code
+	usage      usage                // hapsuper's RSS and CPU while serving (before the stop)
 }
 
 // drain is the stop → HAProxy master exit time.
