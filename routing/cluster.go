@@ -90,6 +90,7 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		MetricsPort:         s.KubeProxyMetricsPort,
 		MinSyncPeriod:       s.KubeProxyMinSyncPeriod,
 		SyncAllowance:       s.KubeProxySyncAllowance,
+		MinPollInterval:     FastPollInterval,
 		LoadBalancerDelay:   s.LBDeregistrationDelay,
 		LBHealthCheckWindow: s.LBHealthCheckWindow,
 		PodChecked:          s.LBCheckBind != "",

@@ -33,6 +33,8 @@ const (
 	DefaultConcurrency         = 32
 	DefaultRequestTimeout      = time.Second
 	DefaultHealthzPollInterval = 500 * time.Millisecond
+	// FastPollInterval is the MinPollInterval hapsuper runs with.
+	FastPollInterval = 200 * time.Millisecond
 )
 
 // Config is the observer's settings. The three durations of the confirmation
@@ -100,8 +102,12 @@ type Config struct {
 	Concurrency int
 	// RequestTimeout bounds one healthz request, connection included.
 	RequestTimeout time.Duration
-	// PollInterval is the pause between two rounds of healthz requests.
+	// PollInterval is the longest pause between two polls of one node.
 	PollInterval time.Duration
+	// MinPollInterval is the shortest: where nodes are few, each is asked
+	// this often instead, at most pollRate nodes a second in all
+	// (schedule.go's pollEvery). Zero: every PollInterval.
+	MinPollInterval time.Duration
 }
 
 // withDefaults fills the zero fields.
@@ -150,7 +156,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
 	case c.MetricsPort < 0 || c.MetricsPort > 65535:
 		return fmt.Errorf("check routing config: metrics port %d out of range: use 1-65535, or 0 for none", c.MetricsPort)
-	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
+	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.MinPollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
 		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
 	case c.Concurrency < 1:
 		return fmt.Errorf("check routing config: concurrency %d: must be at least 1", c.Concurrency)

@@ -42,6 +42,9 @@ type Observer struct {
 	listedAt  time.Time                 // when the node list was last read
 	conns     *connSet                  // open healthz connections, per node address
 	asked     map[*judge.Node]time.Time // when each node was last asked (schedule.go)
+	// balancerAt is when Run last asked the balancers' health checks
+	// (rounds); Run's goroutine only.
+	balancerAt time.Time
 
 	// lbNodeChecks are the load balancers' health checks of the pod's
 	// node (its Services' healthCheckNodePorts), as answered.
@@ -145,7 +148,7 @@ const nodeListTimeout = 10 * time.Second
 
 // Run watches until ctx ends, then returns nil. The watches run for the
 // pod's whole life so the cache is warm when the stop comes; healthz rounds
-// run every PollInterval once the stop is requested or the watch sees the
+// run every tickEvery once the stop is requested or the watch sees the
 // pod's deletion, whichever comes first (confirmRound), each asking the
 // nodes due before the next (schedule.go). Run returns an error only when
 // it cannot start its watches.
@@ -201,7 +204,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	// the OS only over minutes: return it now, once, for a few ms.
 	debug.FreeOSMemory()
 
-	tick := o.clock.NewTicker(o.cfg.PollInterval)
+	tick := o.clock.NewTicker(o.tickEvery())
 	defer tick.Stop()
 	for {
 		select {

@@ -18,13 +18,18 @@ import (
 // that health checks that do not answer hold kube-proxy's confirmation up
 // by no more than the round's own timeout (asked in turn, N of them held
 // it up N times that). The kube-proxies are asked on their schedule
-// (schedule.go), those due before the next tick. It returns when both
-// rounds have.
+// (schedule.go), those due before the next tick; the balancers' checks
+// about every PollInterval, whatever the tick. It returns when both rounds
+// have.
 func (o *Observer) rounds(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { o.balancerRound(ctx) })
-	o.scheduledRound(ctx, o.clock.Now().Add(o.cfg.PollInterval))
+	now, tick := o.clock.Now(), o.tickEvery()
+	if tick == o.cfg.PollInterval || now.Sub(o.balancerAt) >= o.cfg.PollInterval-tick/2 {
+		o.balancerAt = now
+		wg.Go(func() { o.balancerRound(ctx) })
+	}
+	o.scheduledRound(ctx, now.Add(tick))
 }
 
 // confirmRound asks every node not yet confirmed, once, if the drain has

@@ -14,7 +14,7 @@ import (
 
 // The schedule of Run's confirmation polls. confirmRound asks every node
 // it selects at once; Run's rounds (scheduledRound) ask each node no
-// sooner than PollInterval after it was last asked, so that a drain over
+// sooner than pollEvery after it was last asked, so that a drain over
 // thousands of nodes asks each once per interval, not once per round: the
 // stop request and the pod's deletion both kick a round, and a round over
 // thousands of nodes can outlast the interval; each asked every pending
@@ -28,11 +28,39 @@ import (
 // completes after such a stall is judged against its end (judge.Node's
 // stalls).
 
+// pollRate bounds the nodes asked a second when they are asked more often
+// than every PollInterval: at about 350 µs of CPU per node asked (both
+// endpoints, docs/benchmarks.md) a seventh of a core, for the seconds of a
+// drain, and 5 requests a second from each draining pod on each node.
+const pollRate = 400
+
+// pollEvery is how often a node is asked: as often as MinPollInterval
+// while the nodes number fewer than pollRate in that time, less often as
+// they grow, every PollInterval at most. Confirmation waits for the poll
+// after a node's sync, half an interval on average: where polls are cheap
+// (few nodes) they come sooner. Called with o.mu held.
+func (o *Observer) pollEvery() time.Duration {
+	c := o.cfg
+	if c.MinPollInterval == 0 || c.MinPollInterval >= c.PollInterval {
+		return c.PollInterval
+	}
+	byRate := time.Duration(len(o.nodes)) * time.Second / pollRate
+	return min(c.PollInterval, max(c.MinPollInterval, byRate))
+}
+
+// tickEvery is the period of Run's rounds: the shortest pollEvery.
+func (o *Observer) tickEvery() time.Duration {
+	if c := o.cfg; c.MinPollInterval > 0 && c.MinPollInterval < c.PollInterval {
+		return c.MinPollInterval
+	}
+	return o.cfg.PollInterval
+}
+
 // nodeDue is when n is next asked; called with o.mu held.
 func (o *Observer) nodeDue(n *judge.Node) time.Time {
 	due := o.asked[n] // zero: never asked, due at once
 	if !due.IsZero() {
-		due = due.Add(o.cfg.PollInterval)
+		due = due.Add(o.pollEvery())
 	}
 	return due
 }

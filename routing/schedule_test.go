@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // askLog records when (on the fake clock) a node's healthz was asked,
@@ -204,6 +206,57 @@ func TestFanOutAtWaitsForEachInstant(t *testing.T) {
 	for i, at := range started {
 		if at < due[i] {
 			t.Errorf("item %d started at +%v, before its instant +%v", i, at, due[i])
+		}
+	}
+}
+
+// With MinPollInterval, few nodes are asked that often: the poll after a
+// sync comes sooner. n2 syncs at R+700ms: asked every 200 ms after the
+// kicks, it confirms at R+800ms, where every 500 ms it waited for R+1s.
+func TestScheduleFewNodesAtTheShortInterval(t *testing.T) {
+	s := newScenario(t, Config{MinPollInterval: 200 * ms})
+	asks := s.logAsks()
+	s.syncsAt("n2", -5*time.Second, 700*ms)
+	if got := s.tickEvery(); got != 200*ms {
+		t.Fatalf("tickEvery() = %v, want the short interval 200ms", got)
+	}
+	s.runRounds(0, 10*ms, 200*ms, 400*ms, 600*ms, 800*ms, time.Second, 1200*ms)
+	got := asks.offsets(s.R)
+	want := []time.Duration{200 * ms, 400 * ms, 600 * ms, 800 * ms}
+	if len(got) != len(want) {
+		t.Fatalf("n2 asked at R+%v, want R+%v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("n2 asked at R+%v, want R+%v: every 200 ms until it confirmed", got, want)
+		}
+	}
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
+}
+
+// pollEvery grows with the nodes at pollRate a second, between the two
+// intervals; without MinPollInterval it is PollInterval.
+func TestPollEveryGrowsWithTheNodes(t *testing.T) {
+	for _, tc := range []struct {
+		min   time.Duration
+		nodes int
+		want  time.Duration
+	}{
+		{200 * ms, 2, 200 * ms},
+		{200 * ms, pollRate / 5, 200 * ms},
+		{200 * ms, pollRate * 3 / 10, 300 * ms},
+		{200 * ms, pollRate, 500 * ms},
+		{200 * ms, 5000, 500 * ms},
+		{0, 2, 500 * ms},
+		{time.Second, 2, 500 * ms}, // never above PollInterval
+	} {
+		o := &Observer{cfg: Config{PollInterval: 500 * ms, MinPollInterval: tc.min}, nodes: map[string]*judge.Node{}}
+		for i := range tc.nodes {
+			name := fmt.Sprintf("n%d", i)
+			o.nodes[name] = judge.NewNode(name, "")
+		}
+		if got := o.pollEvery(); got != tc.want {
+			t.Errorf("MinPollInterval %v, %d nodes: pollEvery() = %v, want %v", tc.min, tc.nodes, got, tc.want)
 		}
 	}
 }
