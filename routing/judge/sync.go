@@ -22,6 +22,7 @@ const (
 // whose node-clock lastUpdated it holds. Polls that see the same sync narrow
 // the bounds; a poll that sees another sync replaces the facts.
 type syncFacts struct {
+	fam         discovery.AddressType
 	lastUpdated time.Time // node clock: identifies the sync
 	// earliest and latest bound the sync's completion in our clock: the node
 	// read currentTime at some instant between our request and its answer,
@@ -84,7 +85,9 @@ type Node struct {
 	Name string
 	Addr string // host:port of its healthz; empty when it has none
 
-	syncs    map[discovery.AddressType]*syncFacts
+	// syncs holds a family's sync or two, not a map: a node's facts are
+	// kept for thousands of nodes at once.
+	syncs    []syncFacts
 	answered bool       // healthz answered at least once
 	problem  *PollError // the last poll's failure; nil after an answer
 	// failed says a poll failed since the last answer: kube-proxy may have
@@ -117,7 +120,7 @@ type Node struct {
 // NewNode is a node not asked yet. Without an address it is unverified:
 // nothing can be asked.
 func NewNode(name, addr string) *Node {
-	n := &Node{Name: name, Addr: addr, syncs: map[discovery.AddressType]*syncFacts{}}
+	n := &Node{Name: name, Addr: addr}
 	if addr == "" {
 		n.problem = &PollError{Msg: "node has no InternalIP to reach kube-proxy at"}
 	}
@@ -149,10 +152,20 @@ func (n *Node) Answered() bool { return n.answered }
 // Silent is how long kube-proxy provably ran after its last sync of fam
 // without running another (see syncFacts.silent); 0 when unknown.
 func (n *Node) Silent(fam discovery.AddressType) time.Duration {
-	if f := n.syncs[fam]; f != nil {
+	if f := n.sync(fam); f != nil {
 		return f.silent
 	}
 	return 0
+}
+
+// sync is what is known of fam's last sync; nil when nothing is.
+func (n *Node) sync(fam discovery.AddressType) *syncFacts {
+	for i := range n.syncs {
+		if n.syncs[i].fam == fam {
+			return &n.syncs[i]
+		}
+	}
+	return nil
 }
 
 // stalled records a stall from the sending of a request to now.
@@ -203,22 +216,28 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 	if received.Sub(sent) > quickAnswer {
 		n.stalled(sent, received)
 	}
-	for fam := range n.syncs {
-		if _, ok := h.Families[fam]; !ok {
-			delete(n.syncs, fam)
+	kept := n.syncs[:0]
+	for _, f := range n.syncs {
+		if _, ok := h.Families[f.fam]; ok {
+			kept = append(kept, f)
 		}
 	}
+	clear(n.syncs[len(kept):])
+	n.syncs = kept
 	for fam, fh := range h.Families {
 		age := h.CurrentTime.Sub(fh.LastUpdated)
 		lo, hi := sent.Add(-age), received.Add(-age)
-		f := n.syncs[fam]
+		f := n.sync(fam)
 		if f == nil || !f.lastUpdated.Equal(fh.LastUpdated) {
 			// A new sync, or after a failed poll possibly a new
 			// kube-proxy's start stamp.
-			f = &syncFacts{lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
-				startStamp: failed, firstAnswer: !sameProcess}
+			if f == nil {
+				n.syncs = append(n.syncs, syncFacts{})
+				f = &n.syncs[len(n.syncs)-1]
+			}
+			*f = syncFacts{fam: fam, lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
+				startStamp: failed, firstAnswer: !sameProcess, recent: f.recent[:0]}
 			f.metricsSync = n.metrics.synced(fam, fh.LastUpdated, n.connFirst)
-			n.syncs[fam] = f
 			f.noteQuick(age, received.Sub(sent), settle)
 			continue
 		}
@@ -352,8 +371,8 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 	}
 	worst, why, witness := NodeConfirmed, "", WitnessHealthz
 	for fam, r := range targets {
-		v, w := NodePending, "healthz not read yet"
-		if f := n.syncs[fam]; f != nil {
+		v, w, ofFam := NodePending, "healthz not read yet", false
+		if f := n.sync(fam); f != nil {
 			ref := n.reference(f, r)
 			v, w = ru.judge(f, ref)
 			switch {
@@ -362,11 +381,14 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 			case v == NodePending && ru.pendingSynced(n, f, fam, ref):
 				v, witness = NodeConfirmed, WitnessMetrics
 			}
-			w = string(fam) + ": " + w
+			ofFam = true
 		} else if n.answered {
 			v, w = NodeUnverified, fmt.Sprintf("healthz has no %s status", fam)
 		}
 		if v > worst {
+			if ofFam {
+				w = string(fam) + ": " + w // only when it is shown: most nodes confirm
+			}
 			worst, why = v, w
 		}
 	}

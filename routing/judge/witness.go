@@ -51,19 +51,71 @@ const (
 	maxZeroReads     = 8
 )
 
-// metricsFacts is what kube-proxy's metrics said, for one process.
+// metricsFacts is what kube-proxy's metrics said, for one process. A
+// node keeps it for the length of a drain, thousands of nodes at once:
+// slices of a family or two, not maps (a map per family and per answer
+// made it 2 KB a node after three answers).
 type metricsFacts struct {
-	start  time.Time                             // process_start_time_seconds; zero until read
-	stamps map[discovery.AddressType][]time.Time // successful syncs seen, oldest first
-	zeros  []zeroRead                            // answers with 0 pending changes, oldest first
-	latest map[discovery.AddressType]time.Time   // the newest stamp per family
+	start time.Time       // process_start_time_seconds; zero until read
+	fams  []metricsFamily // the families with a successful sync seen
+	zeros []zeroRead      // answers with 0 pending changes, oldest first
+	// seq counts the stamps taken, every family: a family's newest stamp
+	// and an answer with no pending change are ordered by it.
+	seq uint64
+}
+
+// metricsFamily is the successful syncs seen of one family, oldest first:
+// a stamp is taken only when newer than the last, so the last is the
+// newest; seq is the metricsFacts.seq at which it was taken.
+type metricsFamily struct {
+	fam    discovery.AddressType
+	stamps []time.Time
+	seq    uint64
 }
 
 // zeroRead is an answer that had no pending change: sent at our clock,
-// with the family stamps it carried.
+// taken when seq stamps had been. A family whose newest stamp has a
+// larger seq had a successful sync newer than the one it carried, or had
+// none then.
 type zeroRead struct {
-	sent   time.Time
-	stamps map[discovery.AddressType]time.Time
+	sent time.Time
+	seq  uint64
+}
+
+// family is fam's syncs seen; nil when none.
+func (mf *metricsFacts) family(fam discovery.AddressType) *metricsFamily {
+	for i := range mf.fams {
+		if mf.fams[i].fam == fam {
+			return &mf.fams[i]
+		}
+	}
+	return nil
+}
+
+// take keeps a successful sync of fam stamped t, when it is newer than
+// the newest kept.
+func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time) {
+	f := mf.family(fam)
+	if f == nil {
+		mf.fams = append(mf.fams, metricsFamily{fam: fam})
+		f = &mf.fams[len(mf.fams)-1]
+	}
+	if len(f.stamps) > 0 && !t.After(f.stamps[len(f.stamps)-1]) {
+		return
+	}
+	mf.seq++
+	f.seq = mf.seq
+	f.stamps = appendBounded(f.stamps, t, maxMetricsStamps)
+}
+
+// appendBounded appends v to s, first dropping the oldest when s holds
+// max: its array is reused, not grown.
+func appendBounded[T any](s []T, v T, max int) []T {
+	if len(s) >= max {
+		n := copy(s, s[len(s)-max+1:])
+		s = s[:n]
+	}
+	return append(s, v)
 }
 
 // RecordMetrics keeps a metrics answer whose request was sent at sent. A
@@ -79,47 +131,28 @@ func (n *Node) RecordMetrics(m Metrics, sent time.Time) (restarted bool) {
 	if !mf.start.IsZero() && absDuration(m.ProcessStart.Sub(mf.start)) >= startSlack {
 		restarted = true
 		n.restarted = true
-		for _, f := range n.syncs {
+		for i := range n.syncs {
 			// A stamp healthz showed at or after the new start may be
 			// that instance's start stamp.
-			if !f.metricsSync && !f.lastUpdated.Before(m.ProcessStart.Add(-startSlack)) {
+			if f := &n.syncs[i]; !f.metricsSync && !f.lastUpdated.Before(m.ProcessStart.Add(-startSlack)) {
 				f.startStamp = true
 			}
 		}
 		*mf = metricsFacts{}
 	}
 	mf.start = m.ProcessStart
-	if mf.stamps == nil {
-		mf.stamps = map[discovery.AddressType][]time.Time{}
-		mf.latest = map[discovery.AddressType]time.Time{}
-	}
 	for fam, t := range m.Synced {
-		if t.IsZero() {
-			continue
-		}
-		if old, ok := mf.latest[fam]; !ok || t.After(old) {
-			mf.latest[fam] = t
-			s := append(mf.stamps[fam], t)
-			if len(s) > maxMetricsStamps {
-				s = s[1:]
-			}
-			mf.stamps[fam] = s
+		if !t.IsZero() {
+			mf.take(fam, t)
 		}
 	}
 	if m.HasPending && m.Pending == 0 {
-		z := zeroRead{sent: sent, stamps: map[discovery.AddressType]time.Time{}}
-		for fam, t := range mf.latest {
-			z.stamps[fam] = t
-		}
-		mf.zeros = append(mf.zeros, z)
-		if len(mf.zeros) > maxZeroReads {
-			mf.zeros = mf.zeros[1:]
-		}
+		mf.zeros = appendBounded(mf.zeros, zeroRead{sent: sent, seq: mf.seq}, maxZeroReads)
 	}
 	if n.sameProcess() {
-		for fam, f := range n.syncs {
-			if !f.metricsSync {
-				f.metricsSync = mf.synced(fam, f.lastUpdated, n.connFirst)
+		for i := range n.syncs {
+			if f := &n.syncs[i]; !f.metricsSync {
+				f.metricsSync = mf.synced(f.fam, f.lastUpdated, n.connFirst)
 			}
 		}
 	}
@@ -141,9 +174,11 @@ func (mf *metricsFacts) synced(fam discovery.AddressType, lastUpdated, connFirst
 	if mf.start.IsZero() || connFirst.IsZero() || mf.start.After(connFirst.Add(startSlack)) {
 		return false
 	}
-	for _, t := range mf.stamps[fam] {
-		if d := t.Sub(lastUpdated); d >= 0 && d <= sameSync {
-			return true
+	if f := mf.family(fam); f != nil {
+		for _, t := range f.stamps {
+			if d := t.Sub(lastUpdated); d >= 0 && d <= sameSync {
+				return true
+			}
 		}
 	}
 	return false
@@ -162,15 +197,15 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 		return false
 	}
 	mf := &n.metrics
-	latest, ok := mf.latest[fam]
-	if !ok {
+	latest := mf.family(fam)
+	if latest == nil {
 		return false
 	}
 	for _, z := range mf.zeros {
 		if z.sent.Before(r.Add(ru.Allowance)) {
 			continue
 		}
-		if before, ok := z.stamps[fam]; !ok || latest.After(before) {
+		if latest.seq > z.seq { // a stamp newer than the answer's, or its first
 			return true
 		}
 	}

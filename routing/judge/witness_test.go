@@ -173,3 +173,45 @@ func TestScenarioMetricsWitnessNamed(t *testing.T) {
 	expectRouting(t, c.judge(c.R.Add(520*ms)), drain.RoutingWithdrawn,
 		"confirmed by kube-proxy on 2 nodes (witness: healthz on 1, metrics on 1: n2)")
 }
+
+// An answer with no pending change read before any successful sync of the
+// family was stamped, then one that shows a sync: that sync is newer than
+// what the first answer carried (none), so it holds the change.
+func TestWitnessPendingZeroBeforeFirstStamp(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	none := Metrics{ProcessStart: s.t0.Add(-hour), HasPending: true} // the stamp's gauge still 0
+	s.n.RecordMetrics(none, s.t0.Add(1300*ms))
+	s.expect(NodePending, "may predate the change")
+	s.metrics(1320*ms, -hour, 1310*ms, 1) // a sync, with a change pending again
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
+
+// A node keeps the last maxMetricsStamps stamps and maxZeroReads answers
+// with no pending change: a healthz stamp matches one of those, not an
+// older one, and the newest decides the pending rule.
+func TestWitnessBoundedHistory(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	for i := range maxMetricsStamps + 1 { // stamps at 2000, 2020, … ms: more than sameSync apart
+		s.metrics(2000*ms+time.Duration(i)*20*ms, -hour, 2000*ms+time.Duration(i)*20*ms, 1)
+	}
+	s.fresh = true // first seen on a new connection: only the metrics make these a sync
+	s.answer(2400*ms, 10*ms, 2000*ms) // dropped
+	s.expect(NodePending, "first seen on a new connection")
+	s.fresh = true
+	s.answer(2500*ms, 10*ms, 2020*ms) // the oldest stamp kept
+	s.expect(NodeConfirmed, "")
+
+	s = newNodeScenario(t)
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	for i := range maxZeroReads + 2 {
+		s.metrics(1300*ms+time.Duration(i)*10*ms, -hour, 1100*ms, 0)
+	}
+	s.expect(NodePending, "may predate the change")
+	s.metrics(1500*ms, -hour, 1450*ms, 1)
+	s.expect(NodeConfirmed, "")
+}
