@@ -198,7 +198,7 @@ func TestWitnessBoundedHistory(t *testing.T) {
 	for i := range maxMetricsStamps + 1 { // stamps at 2000, 2020, … ms: more than sameSync apart
 		s.metrics(2000*ms+time.Duration(i)*20*ms, -hour, 2000*ms+time.Duration(i)*20*ms, 1)
 	}
-	s.fresh = true // first seen on a new connection: only the metrics make these a sync
+	s.fresh = true                    // first seen on a new connection: only the metrics make these a sync
 	s.answer(2400*ms, 10*ms, 2000*ms) // dropped
 	s.expect(NodePending, "first seen on a new connection")
 	s.fresh = true
