@@ -8,10 +8,12 @@ import (
 
 // connSet tracks the open healthz connections per address, kept or in
 // use, so that every connection to a confirmed node is closed, whatever
-// holds it.
+// holds it. An address's connections (one or two) are a list through
+// them: a map per address, kept for thousands of nodes at once, cost more
+// than the connection's own state.
 type connSet struct {
 	mu     sync.Mutex
-	byAddr map[string]map[*trackedConn]struct{}
+	byAddr map[string]*trackedConn // the first of each address's list
 }
 
 // track wraps dial so that every connection it opens is in the set until
@@ -22,16 +24,16 @@ func (s *connSet) track(dial dialFunc) dialFunc {
 		if err != nil {
 			return nil, err
 		}
-		tc := &trackedConn{Conn: c, set: s, addr: addr}
+		tc := &trackedConn{Conn: c, set: s, addr: addr, inSet: true}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.byAddr == nil {
-			s.byAddr = map[string]map[*trackedConn]struct{}{}
+			s.byAddr = map[string]*trackedConn{}
 		}
-		if s.byAddr[addr] == nil {
-			s.byAddr[addr] = map[*trackedConn]struct{}{}
+		if next := s.byAddr[addr]; next != nil {
+			tc.next, next.prev = next, tc
 		}
-		s.byAddr[addr][tc] = struct{}{}
+		s.byAddr[addr] = tc
 		return tc, nil
 	}
 }
@@ -39,10 +41,13 @@ func (s *connSet) track(dial dialFunc) dialFunc {
 // close closes every connection open to addr; the transport drops them.
 func (s *connSet) close(addr string) {
 	s.mu.Lock()
-	conns := s.byAddr[addr]
+	first := s.byAddr[addr]
 	delete(s.byAddr, addr)
+	for c := first; c != nil; c = c.next {
+		c.inSet = false // its holder's Close leaves the list alone
+	}
 	s.mu.Unlock()
-	for c := range conns {
+	for c := first; c != nil; c = c.next {
 		c.Conn.Close()
 	}
 }
@@ -51,16 +56,32 @@ func (s *connSet) close(addr string) {
 func (s *connSet) open(addr string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.byAddr[addr])
+	n := 0
+	for c := s.byAddr[addr]; c != nil; c = c.next {
+		n++
+	}
+	return n
 }
 
 func (s *connSet) forget(c *trackedConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.byAddr[c.addr], c)
-	if len(s.byAddr[c.addr]) == 0 {
+	if !c.inSet {
+		return
+	}
+	c.inSet = false
+	switch {
+	case c.prev != nil:
+		c.prev.next = c.next
+	case c.next != nil:
+		s.byAddr[c.addr] = c.next
+	default:
 		delete(s.byAddr, c.addr)
 	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
 }
 
 // trackedConn leaves its set when closed.
@@ -68,6 +89,10 @@ type trackedConn struct {
 	net.Conn
 	set  *connSet
 	addr string
+	// inSet: in its address's list, linked by prev and next; all three
+	// under set.mu.
+	inSet      bool
+	prev, next *trackedConn
 }
 
 func (c *trackedConn) Close() error {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -18,9 +19,10 @@ import (
 // poll: net/http's transport parks two goroutines on every kept-alive
 // connection, whose stacks (4-8 KB each, sized by the runtime from the
 // average stack) made most of the fan-out's RSS growth at a thousand nodes;
-// here an idle connection is the socket and a 512-byte read buffer, and the
-// exchange runs on the caller's goroutine. Safe for concurrent use: two
-// requests to one address at once take two connections, and one is kept.
+// here an idle connection is the socket, the read buffer comes from a pool
+// for the length of a request (healthzReaders), and the exchange runs on
+// the caller's goroutine. Safe for concurrent use: two requests to one
+// address at once take two connections, and one is kept.
 type healthzClient struct {
 	dial        dialFunc
 	dialTimeout time.Duration
@@ -29,12 +31,15 @@ type healthzClient struct {
 	idle idleConns[*keptConn]
 }
 
-// keptConn is a connection with its read buffer, which reads through the
-// answer's byte budget.
+// keptConn is a connection and the answer's byte budget it is read
+// through.
 type keptConn struct {
 	net.Conn
-	r      *bufio.Reader
-	budget *answerBudget
+	budget answerBudget
+	// r reads through budget during an exchange; between two it is nil,
+	// unless the node sent bytes past the last answer: they stay with
+	// the connection, the start of what is read next.
+	r *bufio.Reader
 	// answered: the connection has carried an answer: whatever answers on
 	// it later is the process that answered then (a restarted kube-proxy
 	// has none of its predecessor's connections).
@@ -64,8 +69,32 @@ type answer struct {
 }
 
 func newKeptConn(conn net.Conn) *keptConn {
-	b := &answerBudget{r: conn, over: errHeadTooLong}
-	return &keptConn{Conn: conn, r: bufio.NewReaderSize(b, healthzReadBuffer), budget: b}
+	return &keptConn{Conn: conn, budget: answerBudget{r: conn, over: errHeadTooLong}}
+}
+
+// healthzReaders are the read buffers of the exchanges in flight: kept
+// per connection, thousands of idle connections held as many buffers.
+var healthzReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, healthzReadBuffer) }}
+
+// reader is kc's read buffer for an exchange: the one holding bytes
+// past the last answer, else one from the pool.
+func (kc *keptConn) reader() *bufio.Reader {
+	if kc.r == nil {
+		kc.r = healthzReaders.Get().(*bufio.Reader)
+		kc.r.Reset(&kc.budget)
+	}
+	return kc.r
+}
+
+// release gives kc's read buffer back to the pool at the end of an
+// exchange, unless it holds bytes and kc is kept.
+func (kc *keptConn) release(kept bool) {
+	if kc.r == nil || (kept && kc.r.Buffered() > 0) {
+		return
+	}
+	kc.r.Reset(nil)
+	healthzReaders.Put(kc.r)
+	kc.r = nil
 }
 
 // maxHealthzHead bounds the status line and headers of an answer
@@ -174,12 +203,14 @@ func (c *healthzClient) ask(ctx context.Context, addr, path string, wait bool) (
 func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path string, reused, wait bool) (answer, error) {
 	keep := false
 	defer func() {
+		kc.release(keep) // before another exchange can take kc
 		if keep {
 			c.put(addr, kc)
 		} else {
 			kc.Close()
 		}
 	}()
+	br := kc.reader()
 	if dl, ok := ctx.Deadline(); ok {
 		kc.SetDeadline(dl)
 	} else {
@@ -197,16 +228,16 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 			return answer{}, c.failed(ctx, addr, err, reused)
 		}
 	}
-	if _, err := kc.r.Peek(1); err != nil {
+	if _, err := br.Peek(1); err != nil {
 		err = c.failed(ctx, addr, err, reused)
-		if wait && errors.Is(err, context.DeadlineExceeded) && kc.r.Buffered() == 0 {
+		if wait && errors.Is(err, context.DeadlineExceeded) && br.Buffered() == 0 {
 			// Nothing of the answer came: it may still come, on this
 			// connection, to the next poll.
 			kc.waiting, keep = path, true
 		}
 		return answer{}, err
 	}
-	resp, err := http.ReadResponse(kc.r, nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		return answer{}, c.failed(ctx, addr, err, false)
 	}

@@ -1,10 +1,12 @@
 package routing
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -167,5 +169,88 @@ func TestHealthzClientBoundsTheAnswer(t *testing.T) {
 				t.Errorf("the connection of a too-long answer was kept")
 			}
 		})
+	}
+}
+
+// An idle connection holds no read buffer: thousands are kept in a
+// drain's fan-out, a buffer each made most of their heap.
+func TestHealthzClientIdleConnectionsHoldNoBuffer(t *testing.T) {
+	srv, _ := healthzServer(t, okHealthz)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	for i := range 20 {
+		if _, err := c.poll(t.Context(), fmt.Sprintf("10.0.2.%d:10256", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.idle.mu.Lock()
+	defer c.idle.mu.Unlock()
+	if len(c.idle.idle) != 20 {
+		t.Fatalf("%d idle connections, want 20", len(c.idle.idle))
+	}
+	for addr, kc := range c.idle.idle {
+		if kc.r != nil {
+			t.Errorf("idle connection to %s holds a %d-byte read buffer", addr, kc.r.Size())
+		}
+	}
+}
+
+// Bytes the node sent past an answer stay with its kept connection and
+// are read as the next answer, as they would be on the wire.
+func TestHealthzClientKeepsBytesPastAnAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	answer := func(body string) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	served := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReader(conn)
+		for i, body := range []string{"first", "third"} {
+			req, err := http.ReadRequest(r)
+			if err != nil {
+				served <- fmt.Errorf("request %d: %w", i, err)
+				return
+			}
+			req.Body.Close()
+			out := answer(body)
+			if i == 0 {
+				out += answer("second") // unasked
+			}
+			if _, err := io.WriteString(conn, out); err != nil {
+				served <- err
+				return
+			}
+		}
+		served <- nil
+	}()
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, ln.Addr().String())
+	}
+	c := newHealthzClient(dial, time.Second)
+	defer c.CloseIdleConnections()
+	for _, want := range []string{"first", "second", "third"} {
+		a, err := c.poll(t.Context(), "10.0.3.1:10256")
+		if err != nil || string(a.body) != want {
+			t.Fatalf("answer %q, %v; want %q", a.body, err, want)
+		}
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not end")
 	}
 }
