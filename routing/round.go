@@ -127,7 +127,7 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		// Healthz alone judges the node: a metrics answer missing proves
 		// nothing either way.
 		o.log.Debug("kube-proxy metrics not read", "node", n.Name, "err", merr)
-	case n.RecordMetrics(m, msent):
+	case n.RecordMetrics(m, msent, o.clock.Now()): // in by now
 		o.log.Info("kube-proxy restarted: its metrics name a new process start", "node", n.Name, "start", m.ProcessStart)
 	}
 	if !judge.APIWithdrawn(o.watch.paths) {

@@ -35,7 +35,7 @@ func factsHeap(t *testing.T, nodes int, metrics bool) float64 {
 			if metrics {
 				m := Metrics{ProcessStart: t0.Add(-time.Hour), Pending: pending, HasPending: true,
 					Synced: map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: last.Add(20 * time.Microsecond)}}
-				n.RecordMetrics(m, at.Add(3*time.Millisecond))
+				n.RecordMetrics(m, at.Add(3*time.Millisecond), at.Add(4*time.Millisecond))
 			}
 		}
 	}

@@ -42,8 +42,12 @@ type syncFacts struct {
 	silent time.Duration
 	// recent are the ages of quick answers not yet `settle` behind the
 	// latest one, oldest first: candidates for silent.
-	recent  []time.Duration
-	healthy bool
+	recent []time.Duration
+	// lastQuick is when (our clock) the latest quick answer showing this
+	// sync was sent: kube-proxy was running then and had completed no
+	// newer sync (witness.go's pendingQuiet).
+	lastQuick time.Time
+	healthy   bool
 	// startStamp: first seen after a failed poll, this lastUpdated may be
 	// a restarted kube-proxy's start rather than a sync (Node.failed).
 	startStamp bool
@@ -238,7 +242,7 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 			*f = syncFacts{fam: fam, lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
 				startStamp: failed, firstAnswer: !sameProcess, recent: f.recent[:0]}
 			f.metricsSync = n.metrics.synced(fam, fh.LastUpdated, n.connFirst)
-			f.noteQuick(age, received.Sub(sent), settle)
+			f.noteQuick(age, sent, received, settle)
 			continue
 		}
 		if f.stepped {
@@ -252,7 +256,7 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 			f.stepped = true
 			continue
 		}
-		f.noteQuick(age, received.Sub(sent), settle)
+		f.noteQuick(age, sent, received, settle)
 		if lo.After(f.latest) || hi.Before(f.earliest) {
 			// A small disagreement (clock slewing): take both intervals.
 			f.earliest, f.latest = minTime(f.earliest, lo), maxTime(f.latest, hi)
@@ -264,12 +268,13 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 	}
 }
 
-// noteQuick takes an answer's age into silent when it came back within
-// quickAnswer.
-func (f *syncFacts) noteQuick(age, rtt, settle time.Duration) {
-	if rtt > quickAnswer {
+// noteQuick takes an answer's age into silent, and its sending into
+// lastQuick, when it came back within quickAnswer.
+func (f *syncFacts) noteQuick(age time.Duration, sent, received time.Time, settle time.Duration) {
+	if received.Sub(sent) > quickAnswer {
 		return
 	}
+	f.lastQuick = maxTime(f.lastQuick, sent)
 	keep := f.recent[:0]
 	for _, a := range f.recent {
 		if a+settle <= age {
@@ -346,6 +351,19 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 		ru.MinSync+ru.Allowance, f.silent.Round(time.Millisecond))
 }
 
+// ambiguous says whether judge leaves f to the silence rule: a trusted
+// sync that completed between the earliest instant kube-proxy can have had
+// the change and D after our receipt r.
+func (ru Rule) ambiguous(f *syncFacts, r time.Time) bool {
+	switch {
+	case !f.healthy, f.stepped, f.startStamp && !f.metricsSync:
+		return false
+	case f.earliest.Before(r.Add(-ru.Lag)):
+		return false // no sync since the change
+	}
+	return f.earliest.Before(r.Add(ru.Allowance))
+}
+
 // Node is a node's verdict for the changes each family must hold
 // (targets: family → receipt of its change). A failed poll does not erase
 // what earlier answers showed: the worse of the two stands.
@@ -379,6 +397,8 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
 			case v == NodePending && ru.pendingSynced(n, f, fam, ref):
+				v, witness = NodeConfirmed, WitnessMetrics
+			case v == NodePending && ru.ambiguous(f, ref) && ru.pendingQuiet(n, f, ref):
 				v, witness = NodeConfirmed, WitnessMetrics
 			}
 			ofFam = true

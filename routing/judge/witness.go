@@ -78,8 +78,8 @@ type metricsFamily struct {
 // larger seq had a successful sync newer than the one it carried, or had
 // none then.
 type zeroRead struct {
-	sent time.Time
-	seq  uint64
+	sent, received time.Time
+	seq            uint64
 }
 
 // family is fam's syncs seen; nil when none.
@@ -118,12 +118,13 @@ func appendBounded[T any](s []T, v T, max int) []T {
 	return append(s, v)
 }
 
-// RecordMetrics keeps a metrics answer whose request was sent at sent. A
+// RecordMetrics keeps a metrics answer whose request was sent at sent and
+// whose answer was in by received (our clock). A
 // process start other than the one read before is a restart, even when no
 // poll failed: the next new healthz lastUpdated may be the new instance's
 // start stamp, and what the old process's metrics said is dropped. It
 // says whether it saw a restart (for the log).
-func (n *Node) RecordMetrics(m Metrics, sent time.Time) (restarted bool) {
+func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) (restarted bool) {
 	if m.ProcessStart.IsZero() {
 		return false // without it no answer can be tied to a process
 	}
@@ -147,7 +148,7 @@ func (n *Node) RecordMetrics(m Metrics, sent time.Time) (restarted bool) {
 		}
 	}
 	if m.HasPending && m.Pending == 0 {
-		mf.zeros = appendBounded(mf.zeros, zeroRead{sent: sent, seq: mf.seq}, maxZeroReads)
+		mf.zeros = appendBounded(mf.zeros, zeroRead{sent: sent, received: received, seq: mf.seq}, maxZeroReads)
 	}
 	if n.sameProcess() {
 		for i := range n.syncs {
@@ -206,6 +207,61 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 			continue
 		}
 		if latest.seq > z.seq { // a stamp newer than the answer's, or its first
+			return true
+		}
+	}
+	return false
+}
+
+// pendingQuiet is the silence rule sped up by the pending gauge, for an
+// ambiguous sync S (Rule.ambiguous: it may predate the change) of a
+// kube-proxy that runs one family. An answer of the process that answers
+// healthz had no pending change, sent at least D after our receipt r, when
+// S was its newest successful sync; and a quick healthz answer sent at
+// least D after that answer was in still showed S, with no stall of the
+// node since the zero was sent. kube-proxy had the change by the zero (D
+// is its lag behind us plus a sync), so a sync had taken it by then
+// (checkoutChanges zeroes the gauge at a sync's start): S, or one
+// running at the zero, which would have completed within D and shown a
+// newer lastUpdated. So S holds the change. It shares the silence rule's
+// assumptions (the change reaches kube-proxy within D; a sync that fails
+// shows no stamp) and replaces its MinSync + D of silence by D after the
+// first zero read at R + D. With two families the gauge is one for both
+// proxiers, and the other's sync zeroes it while this one's change waits:
+// no such answer proves anything, and only the silence rule applies.
+func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r time.Time) bool {
+	if !f.healthy || !f.metricsSync || len(n.syncs) != 1 || !n.sameProcess() {
+		return false
+	}
+	mf := &n.metrics
+	fm := mf.family(f.fam)
+	if fm == nil || len(fm.stamps) == 0 {
+		return false
+	}
+	// S must be the newest sync the metrics hold.
+	if d := fm.stamps[len(fm.stamps)-1].Sub(f.lastUpdated); d < 0 || d > sameSync {
+		return false
+	}
+	for _, z := range mf.zeros {
+		if z.sent.Before(r.Add(ru.Allowance)) || z.seq < fm.seq {
+			continue // too early, or S was not yet its newest sync
+		}
+		if f.lastQuick.Before(z.received.Add(ru.Allowance)) {
+			continue
+		}
+		if n.stalledSince(z.sent) {
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// stalledSince says whether a stall of the node ended after t: it may not
+// have been running for part of the time since.
+func (n *Node) stalledSince(t time.Time) bool {
+	for _, s := range n.stalls {
+		if s.to.After(t) {
 			return true
 		}
 	}

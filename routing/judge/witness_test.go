@@ -9,14 +9,14 @@ import (
 	"github.com/hapsuper/hapsuper/drain"
 )
 
-// metrics: kube-proxy's /metrics answered a request sent at `at`: its
+// metrics: kube-proxy's /metrics answered a request sent at `at`, 5 ms later: its
 // process started at `start`, its last successful IPv4 sync at `sync`
 // (offsets from t0), with `pending` changes pending (-1: not in the
 // answer).
 func (s *nodeScenario) metrics(at, start, sync time.Duration, pending int) bool {
 	m := Metrics{ProcessStart: s.t0.Add(start), Synced: map[discovery.AddressType]time.Time{
 		discovery.AddressTypeIPv4: s.t0.Add(sync)}, Pending: max(pending, 0), HasPending: pending >= 0}
-	return s.n.RecordMetrics(m, s.t0.Add(at))
+	return s.n.RecordMetrics(m, s.t0.Add(at), s.t0.Add(at+5*ms))
 }
 
 func (s *nodeScenario) expectWitness(want string) {
@@ -169,7 +169,7 @@ func TestScenarioMetricsWitnessNamed(t *testing.T) {
 	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 400*ms)
 	expectRouting(t, c.round(500*ms, "n1", "n2"), drain.RoutingPending, "n2: IPv4: lastUpdated first seen on a new connection")
 	c.proxies["n2"].n.RecordMetrics(Metrics{ProcessStart: c.R.Add(-hour),
-		Synced: map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: c.R.Add(400*ms + 20*time.Microsecond)}}, c.R.Add(510*ms))
+		Synced: map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: c.R.Add(400*ms + 20*time.Microsecond)}}, c.R.Add(510*ms), c.R.Add(515*ms))
 	expectRouting(t, c.judge(c.R.Add(520*ms)), drain.RoutingWithdrawn,
 		"confirmed by kube-proxy on 2 nodes (witness: healthz on 1, metrics on 1: n2)")
 }
@@ -182,7 +182,7 @@ func TestWitnessPendingZeroBeforeFirstStamp(t *testing.T) {
 	s.answer(500*ms, 10*ms, 400*ms)
 	s.answer(1100*ms, 10*ms, 1050*ms)
 	none := Metrics{ProcessStart: s.t0.Add(-hour), HasPending: true} // the stamp's gauge still 0
-	s.n.RecordMetrics(none, s.t0.Add(1300*ms))
+	s.n.RecordMetrics(none, s.t0.Add(1300*ms), s.t0.Add(1305*ms))
 	s.expect(NodePending, "may predate the change")
 	s.metrics(1320*ms, -hour, 1310*ms, 1) // a sync, with a change pending again
 	s.expect(NodeConfirmed, "")
@@ -214,4 +214,91 @@ func TestWitnessBoundedHistory(t *testing.T) {
 	s.expect(NodePending, "may predate the change")
 	s.metrics(1500*ms, -hour, 1450*ms, 1)
 	s.expect(NodeConfirmed, "")
+}
+
+// pendingQuietScenario: the baseline at R−100ms on the connection that
+// then carries the rest; an ambiguous sync S at R+50ms (after R − Lag,
+// before R + D), shown at R+100ms; then metrics sent at R+300ms (≥ R + D)
+// with no pending change and S as the newest sync.
+func pendingQuietScenario(t *testing.T) *nodeScenario {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, -5*time.Second)
+	s.answer(1100*ms, 10*ms, 1050*ms)
+	s.metrics(1300*ms, -hour, 1050*ms+20*time.Microsecond, 0)
+	return s
+}
+
+// A zero read at R + D that carries S as the newest sync, then a quick
+// answer sent D after it still showing S: a sync had taken the change by
+// the zero, and none was running (it would have shown within D), so S
+// holds it. The silence rule alone waits for MinSync + D of silence.
+func TestWitnessPendingQuietConfirmsAnAmbiguousSync(t *testing.T) {
+	s := pendingQuietScenario(t)
+	s.answer(1400*ms, 10*ms, 1050*ms) // 95 ms after the zero was in: too soon
+	s.expect(NodePending, "may predate the change")
+	s.answer(1600*ms, 10*ms, 1050*ms) // 295 ms after: ≥ D
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
+
+// Without the zero read, or with one sent before R + D, the same answers
+// leave S to the silence rule.
+func TestWitnessPendingQuietNeedsAZeroAfterTheAllowance(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		zeroAt time.Duration // -1: no metrics
+	}{{"no metrics", -1}, {"zero read before R + D", 1200 * ms}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newNodeScenario(t)
+			s.answer(900*ms, 10*ms, -5*time.Second)
+			s.answer(1100*ms, 10*ms, 1050*ms)
+			if tc.zeroAt >= 0 {
+				s.metrics(tc.zeroAt, -hour, 1050*ms+20*time.Microsecond, 0)
+			}
+			s.answer(1600*ms, 10*ms, 1050*ms)
+			s.answer(1800*ms, 10*ms, 1050*ms)
+			s.expect(NodePending, "may predate the change")
+		})
+	}
+}
+
+// A slow answer after the zero: kube-proxy may have been frozen with the
+// sync that took the change unfinished; the quiet proves nothing.
+func TestWitnessPendingQuietVoidedByAStall(t *testing.T) {
+	s := pendingQuietScenario(t)
+	s.answer(1400*ms, 300*ms, 1050*ms) // held 300 ms: a stall
+	s.answer(1800*ms, 10*ms, 1050*ms)
+	s.expect(NodePending, "may predate the change")
+}
+
+// A kube-proxy that runs both families: the gauge is shared, and the IPv6
+// proxier's sync zeroes it while the IPv4 change waits, so a zero read
+// proves nothing for IPv4.
+func TestWitnessPendingQuietNotWithTwoFamilies(t *testing.T) {
+	s := newNodeScenario(t)
+	both := func(at, sync time.Duration) {
+		sent := s.t0.Add(at)
+		h := Healthz{CurrentTime: sent.Add(5 * ms), Families: map[discovery.AddressType]FamilyHealth{
+			discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(sync), Healthy: true},
+			discovery.AddressTypeIPv6: {LastUpdated: s.t0.Add(sync), Healthy: true}}}
+		s.n.Record(h, sent, sent.Add(10*ms), s.rule.Allowance, s.n.Answered())
+	}
+	both(900*ms, -5*time.Second)
+	both(1100*ms, 1050*ms)
+	s.metrics(1300*ms, -hour, 1050*ms+20*time.Microsecond, 0)
+	both(1600*ms, 1050*ms)
+	s.expect(NodePending, "may predate the change")
+}
+
+// A sync that completed before kube-proxy can have had the change, then
+// quiet with no pending change: a kube-proxy cut off from the apiserver
+// never got the change and has nothing pending. Only a newer sync
+// confirms it.
+func TestWitnessPendingQuietNotForASyncBeforeTheChange(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 500*ms) // R−500ms: before R − Lag
+	s.answer(1100*ms, 10*ms, 500*ms)
+	s.metrics(1300*ms, -hour, 500*ms+20*time.Microsecond, 0)
+	s.answer(1600*ms, 10*ms, 500*ms)
+	s.expect(NodePending, "no sync since the change")
 }
