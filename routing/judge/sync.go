@@ -110,6 +110,11 @@ type Node struct {
 	// stall's end, when that is later. A sync that completed before the
 	// request was sent is unaffected: it holds what it held.
 	stalls []stall
+	// stalledFrom: a poll sent then timed out unanswered, and no answer has
+	// come since. The node did not run at the timeout, and it resumed at
+	// some instant before the next answer, however quick that answer: the
+	// stall lasts until that answer is in (Record).
+	stalledFrom time.Time
 	// connFirst is the node-clock currentTime of the first answer on the
 	// connection healthz answers on now: the process that answers there
 	// had started by then (witness.go's same-process test).
@@ -138,6 +143,9 @@ func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 	n.problem, n.failed = e, true
 	if e.Pending { // accepted, never answered: kube-proxy is not running
 		n.stalled(sent, now)
+		if n.stalledFrom.IsZero() {
+			n.stalledFrom = sent
+		}
 	}
 	return changed
 }
@@ -217,7 +225,14 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 	if !sameProcess || n.connFirst.IsZero() {
 		n.connFirst = h.CurrentTime
 	}
-	if received.Sub(sent) > quickAnswer {
+	switch {
+	case !n.stalledFrom.IsZero():
+		// The first answer after an unanswered poll: a request sent just
+		// before kube-proxy resumed comes back quick, yet its watch and
+		// sync loop have only just resumed too.
+		n.stalled(n.stalledFrom, received)
+		n.stalledFrom = time.Time{}
+	case received.Sub(sent) > quickAnswer:
 		n.stalled(sent, received)
 	}
 	kept := n.syncs[:0]

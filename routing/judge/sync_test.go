@@ -148,3 +148,20 @@ func TestNodeClockStep(t *testing.T) {
 	s.n.Record(h, sent, sent.Add(10*ms), s.rule.Allowance, false)
 	s.expect(NodePending, "clock was stepped")
 }
+
+// A poll that timed out (kube-proxy frozen), then one sent while it was
+// still frozen and answered quickly once it resumed: the answer shows the
+// first sync after the resume, which its metrics hold as a sync. That sync
+// may have run before the resumed informer delivered the change: the
+// stall lasts until that answer, and the sync is judged against its end.
+func TestStallLastsUntilTheNextAnswer(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, -5*time.Second)                                                       // the baseline
+	s.n.Failed(&PollError{Pending: true, Msg: "timed out"}, s.t0.Add(1100*ms), s.t0.Add(2100*ms)) // frozen from before R+100ms
+	s.fresh = true
+	s.answer(2400*ms, 150*ms, 2530*ms) // sent frozen, answered at the resume, R+1.53s: quick
+	s.metrics(2560*ms, -hour, 2530*ms+20*time.Microsecond, -1)
+	s.expect(NodePending, "may predate the change")
+	s.answer(2900*ms, 10*ms, 2880*ms) // the next sync, D after the answer: holds it
+	s.expect(NodeConfirmed, "")
+}
