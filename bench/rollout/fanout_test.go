@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The fan-out's API pages the node list as an API server does: limit
+// nodes a page, a continue token to the next, none after the last; a
+// token it did not give is an error, not a silent restart.
+func TestPagedNodes(t *testing.T) {
+	p := &pagedNodes{nodes: make([]corev1.Node, 5)}
+	for i := range p.nodes {
+		p.nodes[i].Name = fmt.Sprintf("node-%d", i)
+	}
+	var got []string
+	pages := 0
+	opts := metav1.ListOptions{Limit: 2}
+	for {
+		list, err := p.ListNodes(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(list.Items) > 2 {
+			t.Fatalf("page %d holds %d nodes, limit 2", pages, len(list.Items))
+		}
+		for _, n := range list.Items {
+			got = append(got, n.Name)
+		}
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
+	}
+	if want := "[node-0 node-1 node-2 node-3 node-4]"; fmt.Sprint(got) != want || pages != 3 {
+		t.Errorf("%d pages of %v, want 3 of %s", pages, got, want)
+	}
+	if list, err := p.ListNodes(t.Context(), metav1.ListOptions{}); err != nil || len(list.Items) != 5 || list.Continue != "" {
+		t.Errorf("without a limit: %v, want all 5 nodes in one page", err)
+	}
+	list, _ := p.ListNodes(t.Context(), metav1.ListOptions{Limit: 1})
+	list.Items[0].Name = "changed"
+	if p.nodes[0].Name != "node-0" {
+		t.Error("a listed node is the API's own, not a copy")
+	}
+	for _, bad := range []string{"x", "-1", "6"} {
+		if _, err := p.ListNodes(t.Context(), metav1.ListOptions{Limit: 2, Continue: bad}); err == nil {
+			t.Errorf("continue token %q accepted", bad)
+		}
+	}
+}
