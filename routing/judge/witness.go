@@ -228,9 +228,13 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 // shows no stamp) and replaces its MinSync + D of silence by D after the
 // first zero read at R + D. With two families the gauge is one for both
 // proxiers, and the other's sync zeroes it while this one's change waits:
-// no such answer proves anything, and only the silence rule applies.
+// so the other family's newest sync must have completed before kube-proxy
+// can have had the change (R − Lag) and still be its newest in the same
+// quick answer D after the zero. A sync of it that started before the
+// zero would have shown by then; none started, so the zero is this
+// family's.
 func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r time.Time) bool {
-	if !f.healthy || !f.metricsSync || len(n.syncs) != 1 || !n.sameProcess() {
+	if !f.healthy || !f.metricsSync || !n.sameProcess() {
 		return false
 	}
 	mf := &n.metrics
@@ -246,15 +250,32 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r time.Time) bool {
 		if z.sent.Before(r.Add(ru.Allowance)) || z.seq < fm.seq {
 			continue // too early, or S was not yet its newest sync
 		}
-		if f.lastQuick.Before(z.received.Add(ru.Allowance)) {
+		quiet := z.received.Add(ru.Allowance)
+		if f.lastQuick.Before(quiet) {
 			continue
 		}
-		if n.stalledSince(z.sent) {
+		if n.stalledSince(z.sent) || !ru.otherFamiliesIdle(n, f.fam, r, quiet) {
 			return false
 		}
 		return true
 	}
 	return false
+}
+
+// otherFamiliesIdle says whether every family but fam ran no sync from
+// before R − Lag until a quick answer sent at quiet or later: its newest
+// sync completed before then and is still its newest at that answer.
+func (ru Rule) otherFamiliesIdle(n *Node, fam discovery.AddressType, r, quiet time.Time) bool {
+	for i := range n.syncs {
+		g := &n.syncs[i]
+		if g.fam == fam {
+			continue
+		}
+		if !g.healthy || g.stepped || !g.latest.Before(r.Add(-ru.Lag)) || g.lastQuick.Before(quiet) {
+			return false
+		}
+	}
+	return true
 }
 
 // stalledSince says whether a stall of the node ended after t: it may not

@@ -272,22 +272,40 @@ func TestWitnessPendingQuietVoidedByAStall(t *testing.T) {
 }
 
 // A kube-proxy that runs both families: the gauge is shared, and the IPv6
-// proxier's sync zeroes it while the IPv4 change waits, so a zero read
-// proves nothing for IPv4.
-func TestWitnessPendingQuietNotWithTwoFamilies(t *testing.T) {
-	s := newNodeScenario(t)
-	both := func(at, sync time.Duration) {
-		sent := s.t0.Add(at)
-		h := Healthz{CurrentTime: sent.Add(5 * ms), Families: map[discovery.AddressType]FamilyHealth{
-			discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(sync), Healthy: true},
-			discovery.AddressTypeIPv6: {LastUpdated: s.t0.Add(sync), Healthy: true}}}
-		s.n.Record(h, sent, sent.Add(10*ms), s.rule.Allowance, s.n.Answered())
+// proxier's sync zeroes it while the IPv4 change waits. A zero read
+// proves the IPv4 checkout only when IPv6 ran no sync from before the
+// change until D after the zero: its newest sync completed before R − Lag
+// and is still its newest then.
+func TestWitnessPendingQuietWithTwoFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		v6, v6Late time.Duration // IPv6's sync before, and at the last answer
+		want       NodeVerdict
+	}{
+		{"IPv6 idle", -40 * time.Second, -40 * time.Second, NodeConfirmed},
+		{"IPv6 synced with the change", 1050 * ms, 1050 * ms, NodePending},
+		{"IPv6 synced after the zero", -40 * time.Second, 1500 * ms, NodePending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newNodeScenario(t)
+			both := func(at, v4, v6 time.Duration) {
+				sent := s.t0.Add(at)
+				h := Healthz{CurrentTime: sent.Add(5 * ms), Families: map[discovery.AddressType]FamilyHealth{
+					discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(v4), Healthy: true},
+					discovery.AddressTypeIPv6: {LastUpdated: s.t0.Add(v6), Healthy: true}}}
+				s.n.Record(h, sent, sent.Add(10*ms), s.rule.Allowance, s.n.Answered())
+			}
+			both(900*ms, -5*time.Second, tc.v6)
+			both(1100*ms, 1050*ms, tc.v6)
+			s.metrics(1300*ms, -hour, 1050*ms+20*time.Microsecond, 0)
+			both(1600*ms, 1050*ms, tc.v6Late)
+			why := "may predate the change"
+			if tc.want == NodeConfirmed {
+				why = ""
+			}
+			s.expect(tc.want, why)
+		})
 	}
-	both(900*ms, -5*time.Second)
-	both(1100*ms, 1050*ms)
-	s.metrics(1300*ms, -hour, 1050*ms+20*time.Microsecond, 0)
-	both(1600*ms, 1050*ms)
-	s.expect(NodePending, "may predate the change")
 }
 
 // A sync that completed before kube-proxy can have had the change, then
