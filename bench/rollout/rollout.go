@@ -291,7 +291,8 @@ func (p podResult) String() string {
 	}
 	var rules []string
 	for _, n := range sortedKeys(p.nodeRules) {
-		rules = append(rules, n+" "+rel(p.nodeRules[n]))
+		// the drop lies after the last listing that found the pod began
+		rules = append(rules, n+" "+rel(p.nodeSeen[n])+"…"+rel(p.nodeRules[n]))
 	}
 	return fmt.Sprintf("%s on %s: signal %s, rules withdrawn [%s], hapsuper withdrawn %s, drain ended %s (%s), soft stop %s, master exit %s, code %d, late %d",
 		p.name, p.node, rel(p.signal), strings.Join(rules, ", "), rel(p.hapsuperW), rel(p.ended), p.reason, rel(p.soft), rel(p.master), p.code, p.late)
