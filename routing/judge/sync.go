@@ -190,15 +190,29 @@ func (n *Node) stalled(from, to time.Time) {
 	}
 }
 
-// reference is the receipt time against which a sync is judged: r, or the
-// end of the latest stall that began before the sync can have completed.
-func (n *Node) reference(f *syncFacts, r time.Time) time.Time {
+// reference gives the receipt times against which a sync is judged: r,
+// or, after a stall that began before the sync can have completed, the
+// stall's end (early) and that end plus the time the resumed kube-proxy may
+// take to catch up (late): the stall's length, at most catchUp (its
+// minSyncPeriod). A kube-proxy that resumes has the stall's watch events to
+// process, and each one it processes may start a sync before the next is
+// read: kube-proxy runs two syncs at once after a pause (its
+// BoundedFrequencyRunner's burst) and the third a minSyncPeriod later, so
+// the sync that holds a change delivered late in the backlog can come a
+// minSyncPeriod after the resume. Measured: a node frozen 4 s synced within
+// 0.35 s of its resume without the change, and dropped the pod 1.38 s after
+// it. A sync confirms by lateness only after late (+ D); one before early
+// (− Lag) is no sync since the change; one between is ambiguous.
+func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (early, late time.Time) {
+	early, late = r, r
 	for _, s := range n.stalls {
-		if f.latest.After(s.from) && s.to.After(r) {
-			r = s.to
+		if !f.latest.After(s.from) {
+			continue
 		}
+		early = maxTime(early, s.to)
+		late = maxTime(late, s.to.Add(min(s.to.Sub(s.from), catchUp)))
 	}
-	return r
+	return early, late
 }
 
 // stepTolerance is how far two polls of one sync may disagree on its
@@ -327,7 +341,7 @@ type Rule struct {
 }
 
 // judge says whether a sync provably holds a change we received at r.
-func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
+func (ru Rule) judge(f *syncFacts, r, late time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -338,7 +352,7 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 		return NodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
 	case f.stepped:
 		return NodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
-	case f.firstAnswer && !f.metricsSync && !f.earliest.Before(r.Add(ru.Allowance)):
+	case f.firstAnswer && !f.metricsSync && !f.earliest.Before(late.Add(ru.Allowance)):
 		// Late enough to confirm, but first seen on a new connection: a
 		// kube-proxy restarted after the change and before that connection
 		// stamped it at start, and the old instance's rules may still pick
@@ -346,9 +360,10 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 		// cannot confirm by lateness); only a later one on this connection,
 		// from the same process, is a sync.
 		return NodePending, "lastUpdated first seen on a new connection, after the change: it may be a kube-proxy restarted since, stamping its start, not a sync; waiting for a later one"
-	case !f.earliest.Before(r.Add(ru.Allowance)):
-		// Completed at least D after our receipt: it started after kube-proxy
-		// had the change, so it holds it.
+	case !f.earliest.Before(late.Add(ru.Allowance)):
+		// Completed at least D after our receipt (after a stall, after the
+		// catch-up): it started after kube-proxy had the change, so it
+		// holds it.
 		return NodeConfirmed, ""
 	case f.earliest.Before(r.Add(-ru.Lag)):
 		// Completed before kube-proxy can have had the change: the sync
@@ -368,15 +383,15 @@ func (ru Rule) judge(f *syncFacts, r time.Time) (NodeVerdict, string) {
 
 // ambiguous says whether judge leaves f to the silence rule: a trusted
 // sync that completed between the earliest instant kube-proxy can have had
-// the change and D after our receipt r.
-func (ru Rule) ambiguous(f *syncFacts, r time.Time) bool {
+// the change (r − Lag) and D after late (reference).
+func (ru Rule) ambiguous(f *syncFacts, r, late time.Time) bool {
 	switch {
 	case !f.healthy, f.stepped, f.startStamp && !f.metricsSync:
 		return false
 	case f.earliest.Before(r.Add(-ru.Lag)):
 		return false // no sync since the change
 	}
-	return f.earliest.Before(r.Add(ru.Allowance))
+	return f.earliest.Before(late.Add(ru.Allowance))
 }
 
 // Node is a node's verdict for the changes each family must hold
@@ -406,14 +421,14 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 	for fam, r := range targets {
 		v, w, ofFam := NodePending, "healthz not read yet", false
 		if f := n.sync(fam); f != nil {
-			ref := n.reference(f, r)
-			v, w = ru.judge(f, ref)
+			early, late := n.reference(f, r, ru.MinSync)
+			v, w = ru.judge(f, early, late)
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
-			case v == NodePending && ru.pendingSynced(n, f, fam, ref):
+			case v == NodePending && ru.pendingSynced(n, f, fam, late):
 				v, witness = NodeConfirmed, WitnessMetrics
-			case v == NodePending && ru.ambiguous(f, ref) && ru.pendingQuiet(n, f, ref):
+			case v == NodePending && ru.ambiguous(f, early, late) && ru.pendingQuiet(n, f, late):
 				v, witness = NodeConfirmed, WitnessMetrics
 			}
 			ofFam = true

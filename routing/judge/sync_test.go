@@ -153,7 +153,8 @@ func TestNodeClockStep(t *testing.T) {
 // still frozen and answered quickly once it resumed: the answer shows the
 // first sync after the resume, which its metrics hold as a sync. That sync
 // may have run before the resumed informer delivered the change: the
-// stall lasts until that answer, and the sync is judged against its end.
+// stall lasts until that answer, and the sync is judged against its end
+// and the catch-up after it.
 func TestStallLastsUntilTheNextAnswer(t *testing.T) {
 	s := newNodeScenario(t)
 	s.answer(900*ms, 10*ms, -5*time.Second)                                                       // the baseline
@@ -162,6 +163,11 @@ func TestStallLastsUntilTheNextAnswer(t *testing.T) {
 	s.answer(2400*ms, 150*ms, 2530*ms) // sent frozen, answered at the resume, R+1.53s: quick
 	s.metrics(2560*ms, -hour, 2530*ms+20*time.Microsecond, -1)
 	s.expect(NodePending, "may predate the change")
-	s.answer(2900*ms, 10*ms, 2880*ms) // the next sync, D after the answer: holds it
+	s.answer(2900*ms, 10*ms, 2880*ms) // the next sync: it may still lack the change
+	s.expect(NodePending, "may predate the change")
+	// The stall lasted 1.45 s: the resumed kube-proxy may take a
+	// minSyncPeriod to read what it missed, so a sync confirms by being
+	// late only from R+2.55s + 1s + D.
+	s.answer(3850*ms, 10*ms, 3830*ms)
 	s.expect(NodeConfirmed, "")
 }
