@@ -340,7 +340,8 @@ type Rule struct {
 	Lag       time.Duration // how much earlier than us kube-proxy may get a change
 }
 
-// judge says whether a sync provably holds a change we received at r.
+// judge says whether a sync provably holds a change we received at r; after
+// a stall, r is its end and late the end of the catch-up (Node.reference).
 func (ru Rule) judge(f *syncFacts, r, late time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
