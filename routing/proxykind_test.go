@@ -157,7 +157,11 @@ func TestConfirmEmulatedHealthzNeverConfirms(t *testing.T) {
 			}
 			_, body, _ := strings.Cut(string(answer), "\r\n\r\n")
 			s := newLateScenario(t, Config{}, "n2", "n3")
-			s.syncsAt("n2", 1100*ms) // n2's kube-proxy syncs the withdrawal
+			// n2's kube-proxy syncs the withdrawal, and again later: it
+			// answered without per-family status before its first stamp,
+			// which may then be its sync loop's start (as a restarted
+			// kube-proxy's is); the second is a sync.
+			s.syncsAt("n2", 1100*ms, 2100*ms)
 			s.proxies["n3"].set(func(p *fakeProxy) { p.body = body })
 			for off := 500 * ms; off <= 10*time.Second; off += 500 * ms {
 				got := s.round(off)

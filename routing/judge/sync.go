@@ -119,6 +119,12 @@ type Node struct {
 	// connection healthz answers on now: the process that answers there
 	// had started by then (witness.go's same-process test).
 	connFirst time.Time
+	// connStamped: the connection that answers now carried an answer with
+	// per-family stamps, and no answer since told nothing. A restarted kube-proxy
+	// answers without per-family status until its sync loop starts, then
+	// with its start stamp, on the same connection: an answer that told
+	// nothing does not tie the next one to a process that stamped a sync.
+	connStamped bool
 	metrics   metricsFacts // what kube-proxy's metrics said (witness.go)
 	// restarted: the metrics named a new process since the last answer;
 	// the next new lastUpdated may be its start stamp, whatever
@@ -141,6 +147,13 @@ func NewNode(name, addr string) *Node {
 func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 	changed = n.problem == nil || n.problem.Msg != e.Msg
 	n.problem, n.failed = e, true
+	if !e.Pending {
+		// It answered and told nothing (or could not be reached): the
+		// next stamp, even on this connection, is not tied to a sync.
+		// A poll that timed out leaves the connection waiting for the
+		// same process's answer.
+		n.connStamped = false
+	}
 	if e.Pending { // accepted, never answered: kube-proxy is not running
 		n.stalled(sent, now)
 		if n.stalledFrom.IsZero() {
@@ -154,7 +167,7 @@ func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 // because the node closed the one that answered before: kube-proxy's
 // server does not close idle connections, so the process that answered on
 // it may be gone, and a new lastUpdated a restarted instance's start stamp.
-func (n *Node) Reconnected() { n.failed = true }
+func (n *Node) Reconnected() { n.failed, n.connStamped = true, false }
 
 // Answered says whether healthz answered at least once: a connection to
 // the node has carried an answer, so a later lastUpdated on it is a sync
@@ -234,8 +247,10 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		n.Failed(&PollError{Msg: "healthz at " + n.Addr + " answers as " + h.Proxy.String() + ": " + h.Proxy.Why(), Proxy: h.Proxy}, sent, received)
 		return
 	}
+	sameProcess = sameProcess && n.connStamped
 	failed := (n.failed && !sameProcess) || n.restarted
 	n.answered, n.problem, n.failed, n.restarted = true, nil, false, false
+	n.connStamped = len(h.Families) > 0
 	if !sameProcess || n.connFirst.IsZero() {
 		n.connFirst = h.CurrentTime
 	}

@@ -171,3 +171,20 @@ func TestStallLastsUntilTheNextAnswer(t *testing.T) {
 	s.answer(3850*ms, 10*ms, 3830*ms)
 	s.expect(NodeConfirmed, "")
 }
+
+// A restarted kube-proxy answers without per-family status until its sync
+// loop starts, then, on the same connection, with the loop's start stamp,
+// while the rules of the instance before it still pick the pod: an answer
+// that told nothing does not make the next stamp a sync.
+func TestStampAfterAnAnswerWithoutStatusIsNoSync(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, -5*time.Second) // the baseline, the old instance
+	s.n.Failed(&PollError{Msg: "refused"}, s.t0.Add(1100*ms), s.t0.Add(1101*ms))
+	// The new instance answers on a new connection, without status; the
+	// client keeps that connection for the next answer.
+	s.n.Failed(&PollError{Msg: "no per-family status", Proxy: ProxyKubeProxyOld}, s.t0.Add(1500*ms), s.t0.Add(1502*ms))
+	s.answer(1700*ms, 2*ms, 1600*ms) // on that kept connection
+	s.expect(NodePending, "may be a restarted kube-proxy's start")
+	s.answer(2900*ms, 2*ms, 2800*ms) // a later stamp on that connection: a sync
+	s.expect(NodeConfirmed, "")
+}
