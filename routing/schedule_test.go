@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,14 @@ func (l *askLog) offsets(r time.Time) []time.Duration {
 		out = append(out, t.Sub(r))
 	}
 	return out
+}
+
+// expect fails t unless the instants asked, as offsets from r, are want.
+func (l *askLog) expect(t *testing.T, r time.Time, why string, want ...time.Duration) {
+	t.Helper()
+	if got := l.offsets(r); !slices.Equal(got, want) {
+		t.Fatalf("n2 asked at R+%v, want R+%v: %s", got, want, why)
+	}
 }
 
 // logAsks routes node n2's healthz through an askLog.
@@ -144,16 +153,7 @@ func TestScheduleAfterAnEarlyBaseline(t *testing.T) {
 
 	p := s.cfg.PollInterval
 	s.runRounds(0, 10*ms, p, 2*p, 3*p)
-	got := asks.offsets(s.R)
-	want := []time.Duration{-2 * time.Second, 0, p}
-	if len(got) != len(want) {
-		t.Fatalf("n2 asked at R+%v, want R+%v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("n2 asked at R+%v, want R+%v: once per interval after the withdrawal", got, want)
-		}
-	}
+	asks.expect(t, s.R, "once per interval after the withdrawal", -2*time.Second, 0, p)
 	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
 }
 
@@ -221,16 +221,7 @@ func TestScheduleFewNodesAtTheShortInterval(t *testing.T) {
 		t.Fatalf("tickEvery() = %v, want the short interval 200ms", got)
 	}
 	s.runRounds(0, 10*ms, 200*ms, 400*ms, 600*ms, 800*ms, time.Second, 1200*ms)
-	got := asks.offsets(s.R)
-	want := []time.Duration{200 * ms, 400 * ms, 600 * ms, 800 * ms}
-	if len(got) != len(want) {
-		t.Fatalf("n2 asked at R+%v, want R+%v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("n2 asked at R+%v, want R+%v: every 200 ms until it confirmed", got, want)
-		}
-	}
+	asks.expect(t, s.R, "every 200 ms until it confirmed", 200*ms, 400*ms, 600*ms, 800*ms)
 	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
 }
 

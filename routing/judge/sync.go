@@ -125,7 +125,7 @@ type Node struct {
 	// with its start stamp, on the same connection: an answer that told
 	// nothing does not tie the next one to a process that stamped a sync.
 	connStamped bool
-	metrics   metricsFacts // what kube-proxy's metrics said (witness.go)
+	metrics     metricsFacts // what kube-proxy's metrics said (witness.go)
 	// restarted: the metrics named a new process since the last answer;
 	// the next new lastUpdated may be its start stamp, whatever
 	// connection it comes on.
