@@ -22,9 +22,9 @@
 // its args, reloads, the stop), each "<unix-nanoseconds> <pid> <event>
 // [detail]", writes its pid to "pid", and reads "exit": a file holding
 // an exit code, which it removes and exits with at its next tick (the
-// tests' "exits 0 once", "exits 2"). SIGTERM ends it with code 0 after
-// logging the stop, as the controller's graceful stop does; SIGKILL is
-// the tests' "killed once".
+// tests' "exits 0 once", "exits 2"). SIGTERM is logged on arrival and
+// ends it with code 0 once a reload in flight returns, as the controller's
+// graceful stop does; SIGKILL is the tests' "killed once".
 package main
 
 import (
@@ -80,8 +80,19 @@ func run() int {
 	s.event("start", strings.Join(os.Args[1:], " "))
 	fmt.Printf("standin controller started, pid %d, args %q\n", os.Getpid(), os.Args[1:])
 
+	// The stop is recorded when the signal arrives, not when the loop
+	// next looks: a reload in flight (a loaded master answers it only once
+	// the new worker is up, seconds on a busy machine) delays the exit,
+	// and hapsuper's kill delay may end the process before it.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	stop := make(chan struct{})
+	go func() {
+		sig := <-sigs
+		s.event("stop", sig.String())
+		fmt.Printf("standin controller stopping on %s\n", sig)
+		close(stop)
+	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -92,9 +103,7 @@ func run() int {
 		}
 		s.reload()
 		select {
-		case sig := <-sigs:
-			s.event("stop", sig.String())
-			fmt.Printf("standin controller stopping on %s\n", sig)
+		case <-stop:
 			return 0
 		case <-tick.C:
 		}
