@@ -230,6 +230,32 @@ func TestScenarioHungNode(t *testing.T) {
 	expectRouting(t, c.round(3600*ms, "n2"), drain.RoutingWithdrawn)
 }
 
+// A node whose healthz is filtered (R+0.2s to R+3.2s) while its
+// kube-proxy runs and syncs the withdrawal at R+0.3s: our polls time out,
+// on the kept connection, whose request is answered when the filter
+// lifts; that late answer spans the stall. The sync, in the stall, may be
+// a frozen kube-proxy's catch-up sync without the change, so it does not
+// confirm by lateness; nor is it "no sync since the change", which would
+// wait for a sync that never comes (kube-proxy has nothing more to do):
+// silence proves it once the first of two quick answers D apart is read D
+// past the catch-up (R+3.2s + 1s): its age must reach 4.45s − 0.3s.
+func TestScenarioSyncDuringAFilteredStall(t *testing.T) {
+	c := newCluster(t, "n2")
+	c.syncsAt("n2", discovery.AddressTypeIPv4, -5*time.Second, 300*ms)
+	expectRouting(t, c.round(100*ms, "n2"), drain.RoutingPending, "n2: IPv4: no sync since the change")
+	p := c.proxies["n2"]
+	for _, off := range []time.Duration{200 * ms, 1400 * ms} {
+		c.fail("n2", off, time.Second, &PollError{Pending: true, Msg: "healthz at 10.0.0.1:10256 accepted but did not answer within 1s"})
+		p.fresh = false // the connection is kept for the late answer
+	}
+	p.toNode = 3 * time.Second // the request sent at R+0.2s is read when the filter lifts
+	c.answer("n2", 200*ms)
+	p.toNode = 0
+	expectRouting(t, c.judge(c.R.Add(3200*ms)), drain.RoutingPending, "n2: IPv4: no sync since the change")
+	expectRouting(t, c.round(3400*ms, "n2"), drain.RoutingPending, "n2: IPv4: last sync may predate the change; waiting for kube-proxy to run 4.15s past it")
+	wantAt(t, "confirmed", c.firstWithdrawn(3600*ms, 12*time.Second, 200*ms, "n2"), 5*time.Second)
+}
+
 // kube-proxy restarted during the drain (killed at R+0.5s, back at
 // R+1.3s): its sync loop stamps lastUpdated when it starts, before its
 // first sync, while the dead instance's rules still pick the pod. The

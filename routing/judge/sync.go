@@ -214,8 +214,12 @@ func (n *Node) stalled(from, to time.Time) {
 // the sync that holds a change delivered late in the backlog can come a
 // minSyncPeriod after the resume. Measured: a node frozen 4 s synced within
 // 0.35 s of its resume without the change, and dropped the pod 1.38 s after
-// it. A sync confirms by lateness only after late (+ D); one before early
-// (− Lag) is no sync since the change; one between is ambiguous.
+// it. A sync confirms by lateness only after late (+ D); one before r
+// (− Lag) is no sync since the change; one between is ambiguous. One that
+// completed before early − Lag, in the stall, ran: the stall was a network
+// that dropped our polls, or a freeze that ended before it (it may then
+// be a catch-up sync without the change); so it is ambiguous too, and only
+// silence past late proves it (Rule.silence).
 func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (early, late time.Time) {
 	early, late = r, r
 	for _, s := range n.stalls {
@@ -356,8 +360,9 @@ type Rule struct {
 }
 
 // judge says whether a sync provably holds a change we received at r; after
-// a stall, r is its end and late the end of the catch-up (Node.reference).
-func (ru Rule) judge(f *syncFacts, r, late time.Time) (NodeVerdict, string) {
+// a stall, early is its end and late the end of the catch-up
+// (Node.reference), else both are r.
+func (ru Rule) judge(f *syncFacts, r, early, late time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -386,7 +391,7 @@ func (ru Rule) judge(f *syncFacts, r, late time.Time) (NodeVerdict, string) {
 		// that holds it has not happened. A partitioned kube-proxy stays
 		// here, healthy, for as long as the partition lasts.
 		return NodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
-	case f.silent >= ru.MinSync+ru.Allowance:
+	case f.silent >= ru.silence(f, early, late):
 		// Ambiguous, but had it missed the change, kube-proxy would have
 		// run the next sync within minSyncPeriod of its end and finished it
 		// within D; it provably ran that long (two quick answers, see
@@ -394,12 +399,26 @@ func (ru Rule) judge(f *syncFacts, r, late time.Time) (NodeVerdict, string) {
 		return NodeConfirmed, ""
 	}
 	return NodePending, fmt.Sprintf("last sync may predate the change; waiting for kube-proxy to run %v past it without a newer one (%v so far)",
-		ru.MinSync+ru.Allowance, f.silent.Round(time.Millisecond))
+		ru.silence(f, early, late).Round(time.Millisecond), f.silent.Round(time.Millisecond))
+}
+
+// silence is how long kube-proxy must provably run after an ambiguous sync
+// without a newer one: MinSync + D. For a sync that completed in a stall
+// (before early − Lag), also until D past late: a kube-proxy frozen until
+// then has the change only by late (reference), and the first of the two
+// quick answers (silent is its age) must come after that; its age from the
+// sync's earliest completion bounds when it was read.
+func (ru Rule) silence(f *syncFacts, early, late time.Time) time.Duration {
+	need := ru.MinSync + ru.Allowance
+	if f.earliest.Before(early.Add(-ru.Lag)) {
+		need = max(need, late.Add(ru.Allowance).Sub(f.earliest))
+	}
+	return need
 }
 
 // ambiguous says whether judge leaves f to the silence rule: a trusted
 // sync that completed between the earliest instant kube-proxy can have had
-// the change (r − Lag) and D after late (reference).
+// the change (r − Lag, r our receipt) and D after late (reference).
 func (ru Rule) ambiguous(f *syncFacts, r, late time.Time) bool {
 	switch {
 	case !f.healthy, f.stepped, f.startStamp && !f.metricsSync:
@@ -438,13 +457,13 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 		v, w, ofFam := NodePending, "healthz not read yet", false
 		if f := n.sync(fam); f != nil {
 			early, late := n.reference(f, r, ru.MinSync)
-			v, w = ru.judge(f, early, late)
+			v, w = ru.judge(f, r, early, late)
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
 			case v == NodePending && ru.pendingSynced(n, f, fam, late):
 				v, witness = NodeConfirmed, WitnessMetrics
-			case v == NodePending && ru.ambiguous(f, early, late) && ru.pendingQuiet(n, f, late):
+			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, late):
 				v, witness = NodeConfirmed, WitnessMetrics
 			}
 			ofFam = true
