@@ -31,6 +31,7 @@ targets=(
 	./routing:FuzzParseMetrics
 	./routing:FuzzHealthzExchange
 	./routing:FuzzParseEmulated
+	./routing/judge:FuzzModel
 	./drain:FuzzDrain
 )
 
