@@ -232,6 +232,31 @@ func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (earl
 	return early, late
 }
 
+// resumed is when kube-proxy has the change we received at r, if it runs:
+// r, or after any stall that ended after r − Lag, however it lies to the
+// sync judged, the stall's end plus its catch-up (reference). What proves
+// a sync by kube-proxy having had the change — silence after it, a
+// pending gauge at zero — counts only from then: a sync that completed
+// before a freeze holds what it held, but the quick answers right after
+// the resume, their ages spanning the freeze, and a zero read then, come
+// before the resumed informer delivers the change.
+func (n *Node) resumed(r time.Time, lag, catchUp time.Duration) time.Time {
+	at := r
+	for _, s := range n.stalls {
+		if s.to.After(r.Add(-lag)) {
+			at = maxTime(at, s.to.Add(min(s.to.Sub(s.from), catchUp)))
+		}
+	}
+	if !n.stalledFrom.IsZero() {
+		// Not answered since a poll timed out: it has not resumed yet.
+		at = maxTime(at, farFuture)
+	}
+	return at
+}
+
+// farFuture stands for an instant not reached yet.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // stepTolerance is how far two polls of one sync may disagree on its
 // completion before the node's clock counts as stepped: more than clock
 // slewing (at most 500 ppm) moves it within a drain, less than NTP's step
@@ -361,8 +386,8 @@ type Rule struct {
 
 // judge says whether a sync provably holds a change we received at r; after
 // a stall, early is its end and late the end of the catch-up
-// (Node.reference), else both are r.
-func (ru Rule) judge(f *syncFacts, r, early, late time.Time) (NodeVerdict, string) {
+// (Node.reference), else both are r; resumed is Node.resumed.
+func (ru Rule) judge(f *syncFacts, r, early, late, resumed time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -391,7 +416,7 @@ func (ru Rule) judge(f *syncFacts, r, early, late time.Time) (NodeVerdict, strin
 		// that holds it has not happened. A partitioned kube-proxy stays
 		// here, healthy, for as long as the partition lasts.
 		return NodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
-	case f.silent >= ru.silence(f, early, late):
+	case f.silent >= ru.silence(f, resumed):
 		// Ambiguous, but had it missed the change, kube-proxy would have
 		// run the next sync within minSyncPeriod of its end and finished it
 		// within D; it provably ran that long (two quick answers, see
@@ -399,21 +424,17 @@ func (ru Rule) judge(f *syncFacts, r, early, late time.Time) (NodeVerdict, strin
 		return NodeConfirmed, ""
 	}
 	return NodePending, fmt.Sprintf("last sync may predate the change; waiting for kube-proxy to run %v past it without a newer one (%v so far)",
-		ru.silence(f, early, late).Round(time.Millisecond), f.silent.Round(time.Millisecond))
+		ru.silence(f, resumed).Round(time.Millisecond), f.silent.Round(time.Millisecond))
 }
 
 // silence is how long kube-proxy must provably run after an ambiguous sync
-// without a newer one: MinSync + D. For a sync that completed in a stall
-// (before early − Lag), also until D past late: a kube-proxy frozen until
-// then has the change only by late (reference), and the first of the two
-// quick answers (silent is its age) must come after that; its age from the
-// sync's earliest completion bounds when it was read.
-func (ru Rule) silence(f *syncFacts, early, late time.Time) time.Duration {
-	need := ru.MinSync + ru.Allowance
-	if f.earliest.Before(early.Add(-ru.Lag)) {
-		need = max(need, late.Add(ru.Allowance).Sub(f.earliest))
-	}
-	return need
+// without a newer one: MinSync + D, and until D past resumed (Node.resumed):
+// the first of the two quick answers (silent is its age) must be read when
+// kube-proxy has the change; its age from the sync's earliest completion
+// bounds when it was read. Without a stall since r − Lag that adds nothing
+// (the sync completed after r − Lag).
+func (ru Rule) silence(f *syncFacts, resumed time.Time) time.Duration {
+	return max(ru.MinSync+ru.Allowance, resumed.Add(ru.Allowance).Sub(f.earliest))
 }
 
 // ambiguous says whether judge leaves f to the silence rule: a trusted
@@ -457,13 +478,14 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 		v, w, ofFam := NodePending, "healthz not read yet", false
 		if f := n.sync(fam); f != nil {
 			early, late := n.reference(f, r, ru.MinSync)
-			v, w = ru.judge(f, r, early, late)
+			resumed := maxTime(late, n.resumed(r, ru.Lag, ru.MinSync))
+			v, w = ru.judge(f, r, early, late, resumed)
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
-			case v == NodePending && ru.pendingSynced(n, f, fam, late):
+			case v == NodePending && ru.pendingSynced(n, f, fam, resumed):
 				v, witness = NodeConfirmed, WitnessMetrics
-			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, late):
+			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, resumed):
 				v, witness = NodeConfirmed, WitnessMetrics
 			}
 			ofFam = true
