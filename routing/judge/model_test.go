@@ -50,12 +50,6 @@ type modelDriver struct {
 	conn    *modelConn
 	metrics bool
 	targets map[discovery.AddressType]time.Time
-	// What the observer saw, for modelStallZero: stalls (an answer slower
-	// than quickAnswer, or from a poll that timed out to the next answer)
-	// and metrics answers with no pending change.
-	stalls      []stall
-	stalledFrom time.Time
-	zeros       []time.Time // sendings
 }
 
 // delay is one way of a request or answer: mostly quick, now and then
@@ -116,9 +110,6 @@ func (d *modelDriver) poll(sent time.Time) time.Time {
 }
 
 func (d *modelDriver) failed(e *PollError, sent, now time.Time) time.Time {
-	if e.Pending && d.stalledFrom.IsZero() {
-		d.stalledFrom = sent
-	}
 	d.tl.add(now, "observer", "healthz sent R%s failed: %s", modelOff(d.tl.R, sent), e.Msg)
 	d.n.Failed(e, sent, now)
 	return now
@@ -134,12 +125,6 @@ func (d *modelDriver) answered(c *modelConn, h Healthz, sent, served, received t
 	}
 	d.tl.add(received, "observer", "healthz sent R%s served R%s: %s (kept %v, reconnected %v)",
 		modelOff(d.tl.R, sent), modelOff(d.tl.R, served), d.describe(h), kept, reconnected)
-	switch {
-	case !d.stalledFrom.IsZero():
-		d.stalls, d.stalledFrom = append(d.stalls, stall{from: d.stalledFrom, to: received}), time.Time{}
-	case received.Sub(sent) > quickAnswer:
-		d.stalls = append(d.stalls, stall{from: sent, to: received})
-	}
 	if reconnected {
 		d.n.Reconnected()
 	}
@@ -163,9 +148,6 @@ func (d *modelDriver) answered(c *modelConn, h Healthz, sent, served, received t
 	d.tl.add(ready, "observer", "metrics sent R%s served R%s: start R%s, pending %d, synced %s",
 		modelOff(d.tl.R, received), modelOff(d.tl.R, mserved), modelOff(d.tl.R, mm.ProcessStart.Add(-d.m.skew)), mm.Pending, d.describeSynced(mm))
 	d.n.RecordMetrics(mm, received, ready)
-	if mm.Pending == 0 {
-		d.zeros = append(d.zeros, received)
-	}
 	return ready
 }
 
@@ -199,7 +181,6 @@ type modelResult struct {
 	violation string // the property broken, with the timeline
 	unseen    []string
 	witness   string // what confirmed it (Rule.Witness)
-	excused   string // confirmed early, in finding 1's class (modelStallZero) or 2's (modelStallSilence)
 	metrics   bool   // the metrics witness was read
 	polls     int
 	tl        *modelTimeline
@@ -368,15 +349,7 @@ func runModel(seed uint64, rule Rule) modelResult {
 		next = maxTime(asked.Add(modelPollMin+time.Duration(rng.Int64N(int64(modelPollMax-modelPollMin)+1))), end)
 	}
 	res.truth, res.unseen = m.truth, m.unseen
-	early := !res.confirmed.IsZero() && (res.truth.IsZero() || res.truth.After(res.confirmed))
-	switch {
-	case !early:
-	case res.witness == WitnessMetrics && d.modelStallZero():
-		res.excused, early = "1", false
-	case res.witness == WitnessHealthz && d.modelStallSilence(res.confirmed):
-		res.excused, early = "2", false
-	}
-	if early {
+	if !res.confirmed.IsZero() && (res.truth.IsZero() || res.truth.After(res.confirmed)) {
 		res.violation = fmt.Sprintf("seed %d: confirmed at R%s, but the IPv4 rules dropped the pod at R%s\n%s",
 			seed, modelOff(R, res.confirmed), modelOff(R, res.truth), tl)
 	}
@@ -410,7 +383,7 @@ func TestModelSoundness(t *testing.T) {
 	if testing.Short() {
 		seeds = 300
 	}
-	type tally struct{ runs, confirmed, excused1, excused2 int }
+	type tally struct{ runs, confirmed, byMetrics int }
 	count := map[string]*tally{}
 	var slowest, latest time.Duration
 	for seed := range uint64(seeds) {
@@ -424,26 +397,20 @@ func TestModelSoundness(t *testing.T) {
 			count[res.faults] = c
 		}
 		c.runs++
-		if !res.confirmed.IsZero() {
-			c.confirmed++
+		if res.confirmed.IsZero() {
+			continue
 		}
-		switch res.excused {
-		case "1":
-			c.excused1++
-		case "2":
-			c.excused2++
-		default:
-			if res.confirmed.IsZero() {
-				break
-			}
-			slowest = max(slowest, res.confirmed.Sub(res.truth))
-			if res.faults == "none" {
-				latest = max(latest, res.confirmed.Sub(res.tl.R))
-			}
+		c.confirmed++
+		if res.witness == WitnessMetrics {
+			c.byMetrics++
+		}
+		slowest = max(slowest, res.confirmed.Sub(res.truth))
+		if res.faults == "none" {
+			latest = max(latest, res.confirmed.Sub(res.tl.R))
 		}
 	}
 	for k, c := range count {
-		t.Logf("%-18s %4d runs, %4d confirmed; early, excused: %3d in finding 1's class, %3d in finding 2's", k, c.runs, c.confirmed, c.excused1, c.excused2)
+		t.Logf("%-18s %4d runs, %4d confirmed (%d by the metrics witness)", k, c.runs, c.confirmed, c.byMetrics)
 	}
 	t.Logf("confirmed at most %v after the rules dropped the pod; without a fault at most R+%v", slowest, latest)
 }
@@ -487,50 +454,4 @@ func FuzzModel(f *testing.F) {
 			t.Fatal(why)
 		}
 	})
-}
-
-// modelStallSilence matches finding 2 of the model test (a hole in the
-// silence rule, sync.go's syncFacts.silent, not fixed yet): healthz
-// confirmed a sync that completed before a stall the observer saw began,
-// earlier than D after the catch-up that followed the stall plus D (the
-// second of two quick answers D apart, the first after the catch-up). The
-// quick answers that make the silence can come right after the resume,
-// their ages spanning the freeze, while the resumed informer has not yet
-// delivered the change. A confirmation by healthz alone in that window is
-// excused, and counted.
-func (d *modelDriver) modelStallSilence(confirmed time.Time) bool {
-	f := d.n.sync(modelV4)
-	if f == nil {
-		return false
-	}
-	c := f.lastUpdated.Add(-d.m.skew) // the sync's completion, our clock
-	for _, s := range d.stalls {
-		if s.from.After(c) && confirmed.Before(s.to.Add(min(s.to.Sub(s.from), d.rule.MinSync)+2*d.rule.Allowance)) {
-			return true
-		}
-	}
-	return false
-}
-
-// modelStallZero matches finding 1 of the model test (a hole in the
-// pending rule, witness.go's pendingSynced, not fixed yet): a metrics
-// answer with no pending change, sent D after R but before the catch-up
-// after a stall the observer saw had ended (the stall's end plus its
-// length, at most MinSync, plus D: docs/routing.md's stall rows), taken
-// as proof that kube-proxy had the change. A kube-proxy resumed from a
-// freeze syncs at once, zeroing the gauge, before its informer delivers
-// the withdrawal; that sync's stamp then confirms. A confirmation by the
-// metrics witness in a run where this happened is excused, and counted.
-func (d *modelDriver) modelStallZero() bool {
-	for _, z := range d.zeros {
-		if z.Before(d.tl.R.Add(d.rule.Allowance)) {
-			continue
-		}
-		for _, s := range d.stalls {
-			if s.from.Before(z) && z.Before(s.to.Add(min(s.to.Sub(s.from), d.rule.MinSync)+d.rule.Allowance)) {
-				return true
-			}
-		}
-	}
-	return false
 }
