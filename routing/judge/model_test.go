@@ -190,7 +190,7 @@ type modelResult struct {
 // firstAsk is the observer's first request: a freeze begins after it,
 // since one before it, unseen, would break the rule's premises (it can
 // hold the change past D without a stall to show for it).
-func newModel(seed uint64, rule Rule, tl *modelTimeline, firstAsk time.Time) (*kubeProxyModel, string) {
+func newModel(seed uint64, rule Rule, tl *modelTimeline, firstAsk time.Time, metrics bool) (*kubeProxyModel, string) {
 	rng := rand.New(rand.NewPCG(seed, 0x6b7562652d70726f))
 	R := tl.R
 	m := &kubeProxyModel{rng: rng, tl: tl, rule: rule, R: R,
@@ -243,7 +243,7 @@ func newModel(seed uint64, rule Rule, tl *modelTimeline, firstAsk time.Time) (*k
 	// the process is dead (a restart's kill to its listen).
 	restart := rng.IntN(2) == 0
 	if restart {
-		m.restartAt(R.Add(time.Duration(rng.Int64N(int64(8*time.Second))) - 3*time.Second))
+		m.restartAt(R.Add(time.Duration(rng.Int64N(int64(8*time.Second)))-3*time.Second), metrics)
 	}
 	freezes := [...]int{0, 0, 1, 1, 2}[rng.IntN(5)]
 	for range freezes {
@@ -301,11 +301,20 @@ func (m *kubeProxyModel) placeFreeze(f *modelFreeze) bool {
 
 // restartAt kills the process at kill and starts another: refused until
 // it listens, its SyncLoop's start stamp, its informers' list.
-func (m *kubeProxyModel) restartAt(kill time.Time) {
+//
+// Without the metrics witness, a start stamp within [R − Lag, R + D)
+// first seen on a new connection is judged as a sync (rules 2–3), and
+// silence confirms it if the new process's lists take longer than
+// MinSync: docs/routing.md names this the known limit of healthz alone.
+// There, the model lists within MinSync of the stamp.
+func (m *kubeProxyModel) restartAt(kill time.Time, metrics bool) {
 	rng := m.rng
 	r := &modelRestart{kill: kill, listen: kill.Add(time.Duration(rng.Int64N(int64(1500 * ms))))}
 	r.syncLoop = r.listen.Add(time.Duration(rng.Int64N(int64(500 * ms))))
 	r.list = r.listen.Add(time.Duration(rng.Int64N(int64(2 * time.Second))))
+	if !metrics && !r.syncLoop.Before(m.R.Add(-m.rule.Lag)) && r.syncLoop.Before(m.R.Add(m.rule.Allowance)) {
+		r.list = minTime(r.list, r.syncLoop.Add(m.rule.MinSync))
+	}
 	m.restart = r
 	m.push(modelEvent{at: r.kill, kind: modelKill})
 	m.push(modelEvent{at: r.listen, kind: modelListen})
@@ -326,7 +335,7 @@ func runModel(seed uint64, rule Rule) modelResult {
 	if baseline {
 		asked = R.Add(-time.Duration(rng.Int64N(int64(1500 * ms))))
 	}
-	m, faults := newModel(seed, modelRule, tl, asked)
+	m, faults := newModel(seed, modelRule, tl, asked, metrics)
 	d := &modelDriver{rng: rng, m: m, tl: tl, rule: rule, n: NewNode("n1", "10.0.0.1:10256"),
 		metrics: metrics, targets: map[discovery.AddressType]time.Time{modelV4: R}}
 	res := modelResult{seed: seed, faults: faults, baseline: baseline, tl: tl, metrics: metrics}
