@@ -209,12 +209,12 @@ func (n *Node) stalled(from, to time.Time) {
 // take to catch up (late): the stall's length, at most catchUp (its
 // minSyncPeriod). A kube-proxy that resumes has the stall's watch events to
 // process, and each one it processes may start a sync before the next is
-// read: kube-proxy runs two syncs at once after a pause (its
-// BoundedFrequencyRunner's burst) and the third a minSyncPeriod later, so
-// the sync that holds a change delivered late in the backlog can come a
-// minSyncPeriod after the resume. Measured: a node frozen 4 s synced within
-// 0.35 s of its resume without the change, and dropped the pod 1.38 s after
-// it. A sync confirms by lateness only after late (+ D); one before r
+// read: minSyncPeriod has passed during the stall, so a sync runs at once
+// without what is still in the backlog, and the next one only a
+// minSyncPeriod after it ends (pkg/proxy/runner): the sync that holds a
+// change delivered late in the backlog can come a minSyncPeriod after the
+// resume. Measured: a node frozen 4 s synced within 0.35 s of its resume
+// without the change, and dropped the pod 1.38 s after it. A sync confirms by lateness only after late (+ D); one before r
 // (− Lag) is no sync since the change; one between is ambiguous. One that
 // completed before early − Lag, in the stall, ran: the stall was a network
 // that dropped our polls, or a freeze that ended before it (it may then
@@ -483,9 +483,16 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
+			case v == NodeConfirmed && f.firstAnswer && n.sameProcess():
+				// Silence after a stamp first seen on a new connection
+				// assumes it is a sync (docs/routing.md's known limit of
+				// healthz alone); the metrics of the process that
+				// answered say it is not: a start stamp, its first sync
+				// still waiting for the informers' lists.
+				v, w = NodePending, "lastUpdated first seen on a new connection is no sync in kube-proxy's metrics: it may be a restarted kube-proxy's start; waiting for a later one"
 			case v == NodePending && ru.pendingSynced(n, f, fam, resumed):
 				v, witness = NodeConfirmed, WitnessMetrics
-			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, resumed):
+			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, r, resumed):
 				v, witness = NodeConfirmed, WitnessMetrics
 			}
 			ofFam = true

@@ -216,8 +216,9 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 // pendingQuiet is the silence rule sped up by the pending gauge, for an
 // ambiguous sync S (Rule.ambiguous: it may predate the change) of a
 // kube-proxy that runs one family. An answer of the process that answers
-// healthz had no pending change, sent at least D after our receipt r, when
-// S was its newest successful sync; and a quick healthz answer sent at
+// healthz had no pending change, sent at least D after from (our receipt
+// r, or after a stall its catch-up: Node.resumed), when S was its newest
+// successful sync; and a quick healthz answer sent at
 // least D after that answer was in still showed S, with no stall of the
 // node since the zero was sent. kube-proxy had the change by the zero (D
 // is its lag behind us plus a sync), so a sync had taken it by then
@@ -229,11 +230,12 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 // first zero read at R + D. With two families the gauge is one for both
 // proxiers, and the other's sync zeroes it while this one's change waits:
 // so the other family's newest sync must have completed before kube-proxy
-// can have had the change (R − Lag) and still be its newest in the same
+// can have had the change (r − Lag, whatever stall came since) and still
+// be its newest in the same
 // quick answer D after the zero. A sync of it that started before the
 // zero would have shown by then; none started, so the zero is this
 // family's.
-func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r time.Time) bool {
+func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 	if !f.healthy || !f.metricsSync || !n.sameProcess() {
 		return false
 	}
@@ -247,7 +249,7 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r time.Time) bool {
 		return false
 	}
 	for _, z := range mf.zeros {
-		if z.sent.Before(r.Add(ru.Allowance)) || z.seq < fm.seq {
+		if z.sent.Before(from.Add(ru.Allowance)) || z.seq < fm.seq {
 			continue // too early, or S was not yet its newest sync
 		}
 		quiet := z.received.Add(ru.Allowance)

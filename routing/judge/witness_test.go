@@ -320,3 +320,55 @@ func TestWitnessPendingQuietNotForASyncBeforeTheChange(t *testing.T) {
 	s.answer(1600*ms, 10*ms, 500*ms)
 	s.expect(NodePending, "no sync since the change")
 }
+
+// The metrics witness on: a kube-proxy restarted just before the baseline
+// stamped its SyncLoop's start at R−46ms, and the baseline's answer, first
+// on its connection, shows it; its metrics hold no IPv4 sync (a start
+// stamp is never a metrics timestamp) while its informers list, until
+// R+1.7s, and the old instance's rules pick the pod. The stamp is no sync
+// in the metrics: silence after it proves nothing.
+func TestWitnessFirstAnswerStartStampWithMetrics(t *testing.T) {
+	s := newNodeScenario(t) // R = t0+1s
+	noSync := func(at time.Duration) {
+		s.n.RecordMetrics(Metrics{ProcessStart: s.t0.Add(700 * ms), HasPending: true,
+			Synced: map[discovery.AddressType]time.Time{}}, s.t0.Add(at), s.t0.Add(at+5*ms))
+	}
+	for at := 900 * ms; at <= 2700*ms; at += 200 * ms {
+		s.answer(at, 10*ms, 954*ms)
+		noSync(at + 15*ms)
+		s.expect(NodePending, "")
+	}
+	s.answer(2900*ms, 10*ms, 2750*ms) // its first sync, on the same connection
+	s.expect(NodeConfirmed, "")
+}
+
+// The pending rule's quiet form with both families, after a slow answer.
+// kube-proxy gets the withdrawal at R+74ms while an IPv4 sync runs
+// without it (R+2ms to R+168ms); the IPv6 sync starting at R+125ms zeroes
+// the one pending gauge while the IPv4 change waits, and ends at R+275ms.
+// The baseline came back slow (R−250ms to R+125ms: a stall), so the rule
+// judges against the stall's catch-up, R+500ms; but the other family must
+// have been idle since before kube-proxy can first have had the change,
+// R − Lag, whatever the stall: its sync at R+275ms took the zero. The
+// IPv4 sync that holds the change only starts at R+1.168s.
+func TestWitnessQuietOtherFamilyAfterAStall(t *testing.T) {
+	s := newNodeScenario(t) // R = t0+1s
+	v4, v6 := discovery.AddressTypeIPv4, discovery.AddressTypeIPv6
+	answer := func(sent, read, received, sync4, sync6 time.Duration) {
+		h := Healthz{CurrentTime: s.t0.Add(read), Families: map[discovery.AddressType]FamilyHealth{
+			v4: {LastUpdated: s.t0.Add(sync4), Healthy: true}, v6: {LastUpdated: s.t0.Add(sync6), Healthy: true}}}
+		s.n.Record(h, s.t0.Add(sent), s.t0.Add(received), s.rule.Allowance, s.n.Answered())
+	}
+	metrics := func(sent, received, sync4, sync6 time.Duration) {
+		s.n.RecordMetrics(Metrics{ProcessStart: s.t0.Add(-hour), HasPending: true, Synced: map[discovery.AddressType]time.Time{
+			v4: s.t0.Add(sync4 + 20*time.Microsecond), v6: s.t0.Add(sync6 + 20*time.Microsecond)}}, s.t0.Add(sent), s.t0.Add(received))
+	}
+	answer(750*ms, 1116*ms, 1125*ms, -218*ms, 125*ms) // the baseline, slow: a stall
+	metrics(1125*ms, 1132*ms, -218*ms, 125*ms)
+	answer(1320*ms, 1327*ms, 1335*ms, 1168*ms, 1275*ms)
+	metrics(1335*ms, 1344*ms, 1168*ms, 1275*ms)
+	answer(1858*ms, 1859*ms, 1860*ms, 1168*ms, 1275*ms)
+	metrics(1860*ms, 1873*ms, 1168*ms, 1275*ms) // 0 pending: the IPv6 sync's checkout
+	answer(2128*ms, 2137*ms, 2138*ms, 1168*ms, 1275*ms)
+	s.expect(NodePending, "may predate the change")
+}
