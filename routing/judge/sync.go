@@ -203,33 +203,33 @@ func (n *Node) stalled(from, to time.Time) {
 	}
 }
 
-// reference gives the receipt times against which a sync is judged: r,
-// or, after a stall that began before the sync can have completed, the
-// stall's end (early) and that end plus the time the resumed kube-proxy may
-// take to catch up (late): the stall's length, at most catchUp (its
-// minSyncPeriod). A kube-proxy that resumes has the stall's watch events to
-// process, and each one it processes may start a sync before the next is
-// read: minSyncPeriod has passed during the stall, so a sync runs at once
+// reference gives the receipt time against which a sync's lateness is
+// judged: r, or, after a stall that began before the sync can have
+// completed, the stall's end plus the time the resumed kube-proxy may take
+// to catch up: the stall's length, at most catchUp (its minSyncPeriod). A
+// kube-proxy that resumes has the stall's watch events to process, and
+// each one it processes may start a sync before the next is read:
+// minSyncPeriod has passed during the stall, so a sync runs at once
 // without what is still in the backlog, and the next one only a
 // minSyncPeriod after it ends (pkg/proxy/runner): the sync that holds a
 // change delivered late in the backlog can come a minSyncPeriod after the
 // resume. Measured: a node frozen 4 s synced within 0.35 s of its resume
-// without the change, and dropped the pod 1.38 s after it. A sync confirms by lateness only after late (+ D); one before r
-// (− Lag) is no sync since the change; one between is ambiguous. One that
-// completed before early − Lag, in the stall, ran: the stall was a network
-// that dropped our polls, or a freeze that ended before it (it may then
-// be a catch-up sync without the change); so it is ambiguous too, and only
-// silence past late proves it (Rule.silence).
-func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (early, late time.Time) {
-	early, late = r, r
+// without the change, and dropped the pod 1.38 s after it. A sync
+// confirms by lateness only after late (+ D); one before r (− Lag) is no
+// sync since the change; one between is ambiguous, and so is one that
+// completed in the stall: it shows kube-proxy ran, the stall being a
+// network that dropped our polls or a freeze that ended before it (it
+// may then be a catch-up sync without the change). Silence proves an
+// ambiguous sync only from D past the catch-up (Node.resumed).
+func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (late time.Time) {
+	late = r
 	for _, s := range n.stalls {
 		if !f.latest.After(s.from) {
 			continue
 		}
-		early = maxTime(early, s.to)
 		late = maxTime(late, s.to.Add(min(s.to.Sub(s.from), catchUp)))
 	}
-	return early, late
+	return late
 }
 
 // resumed is when kube-proxy has the change we received at r, if it runs:
@@ -384,10 +384,9 @@ type Rule struct {
 	Lag       time.Duration // how much earlier than us kube-proxy may get a change
 }
 
-// judge says whether a sync provably holds a change we received at r; after
-// a stall, early is its end and late the end of the catch-up
-// (Node.reference), else both are r; resumed is Node.resumed.
-func (ru Rule) judge(f *syncFacts, r, early, late, resumed time.Time) (NodeVerdict, string) {
+// judge says whether a sync provably holds a change we received at r; late
+// is Node.reference, resumed Node.resumed.
+func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -477,9 +476,9 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 	for fam, r := range targets {
 		v, w, ofFam := NodePending, "healthz not read yet", false
 		if f := n.sync(fam); f != nil {
-			early, late := n.reference(f, r, ru.MinSync)
+			late := n.reference(f, r, ru.MinSync)
 			resumed := maxTime(late, n.resumed(r, ru.Lag, ru.MinSync))
-			v, w = ru.judge(f, r, early, late, resumed)
+			v, w = ru.judge(f, r, late, resumed)
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited

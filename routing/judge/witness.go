@@ -218,9 +218,9 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 // kube-proxy that runs one family. An answer of the process that answers
 // healthz had no pending change, sent at least D after from (our receipt
 // r, or after a stall its catch-up: Node.resumed), when S was its newest
-// successful sync; and a quick healthz answer sent at
-// least D after that answer was in still showed S, with no stall of the
-// node since the zero was sent. kube-proxy had the change by the zero (D
+// successful sync; and a quick healthz answer sent at least D after that
+// answer was in still showed S, with no stall of the node since the zero
+// was sent. kube-proxy had the change by the zero (D
 // is its lag behind us plus a sync), so a sync had taken it by then
 // (checkoutChanges zeroes the gauge at a sync's start): S, or one
 // running at the zero, which would have completed within D and shown a
@@ -231,8 +231,7 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 // proxiers, and the other's sync zeroes it while this one's change waits:
 // so the other family's newest sync must have completed before kube-proxy
 // can have had the change (r − Lag, whatever stall came since) and still
-// be its newest in the same
-// quick answer D after the zero. A sync of it that started before the
+// be its newest in the same quick answer D after the zero. A sync of it that started before the
 // zero would have shown by then; none started, so the zero is this
 // family's.
 func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
