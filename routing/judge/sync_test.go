@@ -188,3 +188,27 @@ func TestStampAfterAnAnswerWithoutStatusIsNoSync(t *testing.T) {
 	s.answer(2900*ms, 2*ms, 2800*ms) // a later stamp on that connection: a sync
 	s.expect(NodeConfirmed, "")
 }
+
+// Silence across a stall. kube-proxy's sync at R+80ms lacks the change
+// (it reaches kube-proxy at R+100ms), and kube-proxy is frozen from
+// R+90ms to R+2.09s: the poll sent at R+200ms times out, its answer is
+// read at R+2.1s. The resumed informer delivers the change over the
+// catch-up, up to min(stall, MinSync) = 1 s after the resume (R+3.09s),
+// and the sync that holds it comes then. Two quick answers D apart right
+// after the resume show the R+80ms sync 2 s old: kube-proxy did not run
+// for most of those 2 s, so they prove no silence.
+func TestNodeSilenceAcrossAStall(t *testing.T) {
+	s := newNodeScenario(t) // R = t0+1s
+	rec := func(sent, served, received time.Duration) {
+		h := Healthz{CurrentTime: s.t0.Add(served), Families: map[discovery.AddressType]FamilyHealth{
+			discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(1080 * ms), Healthy: true}}}
+		s.n.Record(h, s.t0.Add(sent), s.t0.Add(received), s.rule.Allowance, true)
+	}
+	s.answer(500*ms, 10*ms, -4*time.Second) // the baseline: last sync R-5s
+	s.n.Failed(&PollError{Pending: true, Msg: "accepted but did not answer within 1s"}, s.t0.Add(1200*ms), s.t0.Add(2200*ms))
+	rec(1200*ms, 3090*ms, 3100*ms) // the held answer, served at the resume
+	rec(3100*ms, 3105*ms, 3110*ms) // quick, 2.025 s after the sync
+	s.expect(NodePending, "may predate the change")
+	rec(3360*ms, 3365*ms, 3370*ms) // quick, D later
+	s.expect(NodePending, "may predate the change")
+}

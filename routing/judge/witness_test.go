@@ -372,3 +372,19 @@ func TestWitnessQuietOtherFamilyAfterAStall(t *testing.T) {
 	answer(2128*ms, 2137*ms, 2138*ms, 1168*ms, 1275*ms)
 	s.expect(NodePending, "may predate the change")
 }
+
+// A zero pending gauge read right after a resume: the sync started at the
+// resume zeroed it before the resumed informer delivered the change, and
+// that sync lacked it. A zero proves the change taken only from D past the
+// stall's catch-up.
+func TestWitnessPendingZeroAfterStall(t *testing.T) {
+	s := newNodeScenario(t)    // R = t0+1s
+	s.answer(500*ms, 10*ms, 0) // baseline: the last sync 1 s before R
+	s.metrics(520*ms, -hour, 0, 0)
+	s.n.Failed(&PollError{Pending: true, Msg: "accepted but did not answer within 1s"}, s.t0.Add(1300*ms), s.t0.Add(2300*ms))
+	s.answer(1300*ms, 1705*ms, 0)   // the held answer, read after the resume at t0+3s
+	s.metrics(3010*ms, -hour, 0, 0) // the sync started at the resume zeroed the gauge
+	s.expect(NodePending, "no sync since the change")
+	s.metrics(3200*ms, -hour, 3050*ms, 0) // that sync's stamp: it lacked the change
+	s.expect(NodePending, "no sync since the change")
+}
