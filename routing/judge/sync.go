@@ -80,6 +80,12 @@ const maxRecent = 64
 // the sending of a request that came back slow or not at all to its end.
 type stall struct{ from, to time.Time }
 
+// caughtUp is when a kube-proxy that resumed at the stall's end has read
+// what it missed: after the stall's length, at most catchUp (Node.reference).
+func (s stall) caughtUp(catchUp time.Duration) time.Time {
+	return s.to.Add(min(s.to.Sub(s.from), catchUp))
+}
+
 // maxStalls bounds the stalls kept per node; the oldest are merged.
 const maxStalls = 16
 
@@ -227,7 +233,7 @@ func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (late
 		if !f.latest.After(s.from) {
 			continue
 		}
-		late = maxTime(late, s.to.Add(min(s.to.Sub(s.from), catchUp)))
+		late = maxTime(late, s.caughtUp(catchUp))
 	}
 	return late
 }
@@ -244,7 +250,7 @@ func (n *Node) resumed(r time.Time, lag, catchUp time.Duration) time.Time {
 	at := r
 	for _, s := range n.stalls {
 		if s.to.After(r.Add(-lag)) {
-			at = maxTime(at, s.to.Add(min(s.to.Sub(s.from), catchUp)))
+			at = maxTime(at, s.caughtUp(catchUp))
 		}
 	}
 	if !n.stalledFrom.IsZero() {
