@@ -94,6 +94,11 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	// of HAProxy's 0). Such signals fill the buffered channel and are
 	// dropped.
 	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
+	lock, err := sv.lockRuntimeDir() // one hapsuper per runtime directory (instancelock.go)
+	if err != nil {
+		return ExitConfig, err
+	}
+	defer lock.release()
 	path, err := resolve(s.HAProxy[0])
 	if err != nil {
 		return exitCodeOf(err), err
