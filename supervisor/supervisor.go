@@ -94,6 +94,9 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	// of HAProxy's 0). Such signals fill the buffered channel and are
 	// dropped.
 	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
+	if err := checkMemoryShares(s); err != nil {
+		return ExitConfig, err
+	}
 	lock, err := sv.lockRuntimeDir() // one hapsuper per runtime directory (instancelock.go)
 	if err != nil {
 		return ExitConfig, err
