@@ -55,7 +55,9 @@ type Server struct {
 	closing chan struct{} // closed by Close
 
 	mu    sync.Mutex
-	conns map[*net.UnixConn]bool // being handled, for Close to cut; true: a watch
+	conns map[*net.UnixConn]bool // being handled, for Close to cut; true: a watch or a reload
+
+	asks chan<- ReloadAsk // reloads asked on the socket go there (reloadask.go); nil: refused
 }
 
 // Listen creates the socket at path (mode 0600, a stale file is replaced).
@@ -254,6 +256,12 @@ func (s *Server) handle(conn *net.UnixConn) {
 			return
 		}
 		s.watch(conn, enc, every)
+	case req == "reload" || strings.HasPrefix(req, "reload "):
+		if !s.startWatch(conn) { // it holds its connection as a watch does
+			enc.Encode(ReloadReply{Error: fmt.Sprintf("too many watches and reloads (%d at once): try again later", maxWatchers)})
+			return
+		}
+		s.askReload(conn, enc, strings.TrimSpace(strings.TrimPrefix(req, "reload")))
 	default:
 		enc.Encode(Snapshot{Error: fmt.Sprintf("unknown request %q: send \"status\\n\"", truncate(req, 32))})
 	}

@@ -204,7 +204,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 				actors = append(actors, func(ctx context.Context) error { return cr.run(ctx.Done()) })
 			}
 		}
-		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, withoutEnv(env, "NOTIFY_SOCKET")), out,
+		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, shimEnv(withoutEnv(env, "NOTIFY_SOCKET"), s)), out,
 			s.CompanionKillDelay, s.CompanionBackoff, s.CompanionBackoffMax, sv.log)
 	}
 
@@ -228,6 +228,9 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
 		},
 	}
+	asks := make(chan status.ReloadAsk)
+	srv.TakeReloads(asks)
+	l.asks = asks
 	if rt != nil {
 		actors = append(actors, rt.Run)
 	}
