@@ -192,11 +192,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if companionPath != "" {
 		out := os.Stderr
 		if sv.logOut != nil {
-			raw := sv.logOut
-			if sv.logJSON {
-				raw = nil
-			}
-			if cr, err := newCompanionRelay(raw, sv.log); err != nil {
+			if cr, err := newCompanionRelay(sv.logOut, sv.logJSON, sv.log); err != nil {
 				sv.log.Warn("cannot relay the companion's output: it writes to hapsuper's stderr directly", "err", err)
 			} else {
 				defer cr.w.Close()
