@@ -62,6 +62,19 @@ func TestInspect(t *testing.T) {
 			}},
 		{file: "close-spread.cfg",
 			frontends: []Frontend{graceful("web", 3*time.Second)}},
+		// kubernetes-ingress's ConfigMap: option idle-close-on-response in
+		// frontend-config-snippet, which the controller writes between
+		// snippet markers; HAProxy applies what is between them.
+		{file: "haproxytech-snippets.cfg", ignore: []string{"healthz", "stats"},
+			frontends: []Frontend{http("healthz"), graceful("http", 10*time.Second), graceful("https", 10*time.Second), http("stats")}},
+		{file: "haproxytech-frontend-snippet.cfg", ignore: []string{"healthz", "stats"},
+			frontends:     []Frontend{http("healthz"), graceful("http", time.Minute), graceful("https", time.Minute), http("stats")},
+			hardStopAfter: 30 * time.Minute, // from global-config-snippet
+			warnings: []string{
+				"frontend http: idle kept-alive connections may stay 1m0s", "frontend http: HTTP/2",
+				"frontend https: idle kept-alive connections may stay 1m0s", "frontend https: HTTP/2",
+				"global hard-stop-after 30m is longer than the stop budget",
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file+strings.Join(tt.ignore, ","), func(t *testing.T) {
