@@ -3,7 +3,6 @@ package haproxy
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -116,50 +115,20 @@ func Inspect(files []string, s conf.Settings) (Inspection, error) {
 }
 
 // parseFiles parses the files as one configuration, as HAProxy does: a
-// defaults section applies to the proxies after it, in the next files too.
+// defaults section applies to the proxies after it, in the next files too
+// (readConfig says what the parser is given).
 func parseFiles(files []string) (parser.Parser, error) {
-	var all bytes.Buffer
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("read HAProxy configuration %s: %w", f, err)
-		}
-		all.Write(withoutSnippetMarkers(data))
-		all.WriteByte('\n')
+	all, err := readConfig(files)
+	if err != nil {
+		return nil, err
 	}
 	parseMu.Lock()
 	defer parseMu.Unlock()
-	p, err := parser.New(options.Reader(&all), options.UseListenSectionParsers)
+	p, err := parser.New(options.Reader(bytes.NewReader(all)), options.UseListenSectionParsers)
 	if err != nil {
 		return nil, fmt.Errorf("parse HAProxy configuration %s: %w", strings.Join(files, ", "), err)
 	}
 	return p, nil
-}
-
-// snippetMarker is the comment that HAProxy Technologies' controllers
-// (client-native's config parser, which kubernetes-ingress writes through)
-// put around a config snippet: `  ###_config-snippet_### BEGIN` and
-// `  ###_config-snippet_### END` in global, frontend and backend sections.
-const snippetMarker = "###_config-snippet_###"
-
-// withoutSnippetMarkers blanks the snippet marker lines. HAProxy reads
-// them as comments and applies what is between them; the config parser
-// would keep the block as one raw snippet, hiding its directives (option
-// idle-close-on-response in frontend-config-snippet) from the inspection.
-// Only the parser's input changes, never the user's file; a blank line
-// keeps the line numbers of parse errors.
-func withoutSnippetMarkers(data []byte) []byte {
-	if !bytes.Contains(data, []byte(snippetMarker)) {
-		return data
-	}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	for i, line := range lines {
-		f := strings.Fields(string(line))
-		if len(f) == 2 && f[0] == snippetMarker && (f[1] == "BEGIN" || f[1] == "END") {
-			lines[i] = []byte("\n")
-		}
-	}
-	return bytes.Join(lines, nil)
 }
 
 func checkIgnored(frontends []Frontend, ignored []string) error {

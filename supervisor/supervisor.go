@@ -261,7 +261,10 @@ func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 		return haproxy.Inspection{}, err
 	}
 	insp, err := haproxy.Inspect(files, s)
-	if err != nil {
+	switch {
+	case errors.Is(err, haproxy.ErrNotInspected): // HAProxy may load it: no frontend known graceful
+		sv.log.Warn("configuration not inspected", "err", err)
+	case err != nil:
 		return haproxy.Inspection{}, err
 	}
 	for _, w := range insp.Warnings {
