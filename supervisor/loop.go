@@ -47,6 +47,10 @@ type loop struct {
 	companion *companion
 	comp      companionRecord
 
+	// Reads the configuration again after each reload, off the loop
+	// (reinspect.go); nil until the first.
+	inspector *inspector
+
 	ready    bool
 	polls    pollRecord
 	sent     stopSent
@@ -81,6 +85,7 @@ type logged struct {
 func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observation, events <-chan notifyEvent) int {
 	tick := time.NewTicker(l.settings.PollInterval)
 	defer tick.Stop()
+	defer func() { l.inspector.stop() }() // the one a reload started, if any
 	for !l.exited {
 		select {
 		case sig := <-sigs:
@@ -91,6 +96,8 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.onNotify(ev)
 		case out := <-l.checkOutput():
 			l.onCheckOutput(out)
+		case r := <-l.inspector.resultsCh():
+			l.onInspection(r)
 		case <-tick.C:
 			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
 		case <-ctx.Done():
