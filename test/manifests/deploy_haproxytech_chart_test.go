@@ -37,6 +37,7 @@ const (
 	kubernetesIngressChart       = "haproxytech-kubernetes-ingress-chart-1.52.1.tar.gz"
 	kubernetesIngressChartSHA256 = "68cfc55ba11f651c857ae94ddccf0c2654edfe8a0b154972e165d779f5cb260b"
 	helmModule                   = "helm.sh/helm/v3/cmd/helm@v3.21.4"
+	helmInstalled                = "/var/cache/hapsuper/bin/helm" // hack/charts.sh
 	chartsDefault                = "/var/cache/hapsuper/charts"
 	// kubeVersion is the cluster's version Helm renders for (the chart
 	// requires 1.23 or later): the Kubernetes test/k8s runs
@@ -215,7 +216,7 @@ func helmTemplate(t *testing.T, tarball, sum, dir, release, ns, values string) [
 	var cmd *exec.Cmd
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute) // a first build of Helm takes minutes
 	defer cancel()
-	if h := os.Getenv("HELM"); h != "" {
+	if h := helmBinary(); h != "" {
 		cmd = exec.CommandContext(ctx, h, argv...)
 	} else {
 		cmd = exec.CommandContext(ctx, "go", append([]string{"run", helmModule}, argv...)...)
@@ -242,6 +243,18 @@ func helmTemplate(t *testing.T, tarball, sum, dir, release, ns, values string) [
 		}
 	}
 	return objs
+}
+
+// helmBinary is $HELM, else the Helm hack/charts.sh installs, else ""
+// (then the test builds it from its module).
+func helmBinary() string {
+	if h := os.Getenv("HELM"); h != "" {
+		return h
+	}
+	if _, err := os.Stat(helmInstalled); err == nil {
+		return helmInstalled
+	}
+	return ""
 }
 
 // extractChart writes the tarball's files under root and returns the
