@@ -127,8 +127,15 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		// Healthz alone judges the node: a metrics answer missing proves
 		// nothing either way.
 		o.log.Debug("kube-proxy metrics not read", "node", n.Name, "err", merr)
-	case n.RecordMetrics(m, msent, o.clock.Now()): // in by now
-		o.log.Info("kube-proxy restarted: its metrics name a new process start", "node", n.Name, "start", m.ProcessStart)
+	default:
+		switch n.RecordMetrics(m, msent, o.clock.Now()) { // in by now
+		case judge.MetricsRestarted:
+			o.log.Info("kube-proxy metrics name a new process start", "node", n.Name, "start", m.ProcessStart)
+		case judge.MetricsReset:
+			o.log.Info("kube-proxy metrics stamp went backwards: what they said before is dropped", "node", n.Name)
+		case judge.MetricsRefused:
+			o.log.Debug("kube-proxy metrics refused: a stamp later than healthz's time", "node", n.Name)
+		}
 	}
 	if !judge.APIWithdrawn(o.watch.paths) {
 		return // a baseline: its connection is kept for the polls to come
