@@ -104,7 +104,6 @@ func TestWitnessNewStartHoldsNothing(t *testing.T) {
 	s.expectWitness(WitnessHealthz)
 }
 
-
 // No pending change, read D after the change in an answer tied to healthz,
 // then a newer successful sync, tied when healthz shows it: that sync
 // holds the change, though healthz, its request 70 ms on the way, places
