@@ -65,6 +65,10 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 			fmt.Fprintf(tw, "detail:\t%s\n", d.Detail)
 		}
 	}
+	for _, r := range d.ReloadsAfterSoftStop {
+		fmt.Fprintf(tw, "reload after soft stop:\tworker %d (%s) %s after the soft stop, by %s: %s\n",
+			r.Worker, r.Via, time.Duration(r.AfterSoftStop).Round(time.Millisecond), r.By, r.Action)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -47,6 +48,11 @@ type loop struct {
 	companion *companion
 	comp      companionRecord
 
+	// Workers that come after the soft stop (afterstop.go); procs lists
+	// the processes in /proc, nil in tests that have none.
+	after afterSoftStop
+	procs func() ([]procStat, error)
+
 	ready    bool
 	polls    pollRecord
 	sent     stopSent
@@ -81,7 +87,10 @@ type logged struct {
 func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observation, events <-chan notifyEvent) int {
 	tick := time.NewTicker(l.settings.PollInterval)
 	defer tick.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for !l.exited {
+		l.setWake(wake)
 		select {
 		case sig := <-sigs:
 			l.onSignal(sig.(syscall.Signal))
@@ -93,6 +102,8 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.onCheckOutput(out)
 		case <-tick.C:
 			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
+		case <-wake.C:
+			l.reap() // the companion's time: step acts on it
 		case <-ctx.Done():
 			l.log.Warn("supervisor interrupted: hard stop")
 			l.signalMaster(syscall.SIGTERM)
@@ -109,13 +120,43 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 	return l.exitCode
 }
 
+// wakeClearing paces the loop while the companion's processes are being
+// reaped: what is left is read again this often.
+const wakeClearing = 20 * time.Millisecond
+
+// setWake sets wake to fire when the companion next needs the loop (its
+// next start, its kill delay's end), so that it does not wait for the
+// next tick, which comes every second while HAProxy serves.
+func (l *loop) setWake(wake *time.Timer) {
+	at := l.nextWake()
+	d := time.Hour
+	if !at.IsZero() {
+		d = max(at.Sub(l.now()), 0)
+	}
+	wake.Reset(d) // Go 1.23+: no stale value is received after Reset
+}
+
+// nextWake is when the loop must run next for the companion; zero: no
+// time of its is due.
+func (l *loop) nextWake() time.Time {
+	c := l.companion
+	if c == nil {
+		return time.Time{}
+	}
+	at := c.wake()
+	if c.clearingNow() {
+		at = l.now().Add(wakeClearing)
+	}
+	return at
+}
+
 // setPace polls the master CLI and ticks fast until HAProxy serves and its
 // workers were read, and from the stop request on; slowly while it serves.
 func (l *loop) setPace(phase drain.Phase, tick *time.Ticker) {
 	if l.pace == nil {
 		return
 	}
-	fast := phase != drain.Serving || len(l.polls.last.sample.Workers) == 0 || l.reloads.underway()
+	fast := phase != drain.Serving || len(l.polls.last.sample.Workers) == 0 || l.reloads.underway() || !l.sent.soft.IsZero()
 	if !l.pace.set(fast) {
 		return
 	}
@@ -145,10 +186,13 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		st := l.drain.Status(now)
 		l.log.Info("drain started", "signal", conf.SignalName(sig), "bound", st.BoundAt, "deadline", st.Deadline)
 	case sig == syscall.SIGHUP || sig == syscall.SIGUSR2:
-		l.requestReload(conf.SignalName(sig), now)
+		if !l.refuseReloadAfterSoftStop(conf.SignalName(sig)) {
+			l.requestReload(conf.SignalName(sig), now)
+		}
 	case sig == syscall.SIGUSR1:
 		l.log.Info("soft stop now: SIGUSR1 is not a stop signal, forwarded")
 		l.signalMaster(syscall.SIGUSR1)
+		l.softStopSent(now)
 	case sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGTERM:
 		l.log.Warn("hard stop now: drain skipped", "signal", conf.SignalName(sig))
 		l.signalMaster(syscall.SIGTERM)
@@ -178,6 +222,7 @@ func (l *loop) onObservation(o observation) {
 		l.logReload(rec)
 	}
 	l.startCompanion()
+	l.watchAfterSoftStop(l.now(), &o)
 	l.checkSoftStop(o)
 }
 
@@ -259,8 +304,10 @@ func (l *loop) step() {
 		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", l.drain.Status(now).Sessions())
 		l.signalMaster(syscall.SIGTERM)
 		l.sent.hard = now
+		l.softStopSent(now) // a drain hard-stopped without soft stop: workers after it are stopped too
 	}
 	l.tickCompanion(now)
+	l.watchAfterSoftStop(now, nil)
 	l.checkTimeout(now)
 	l.resendBlind(now)
 	if !l.sent.hard.IsZero() && !l.sent.killed && now.Sub(l.sent.hard) >= killAfter(l.settings.Margin) {
@@ -361,7 +408,7 @@ func (l *loop) publish() drain.Phase {
 	snap := status.Snapshot{
 		Phase:     st.Phase,
 		MasterPID: l.master,
-		Drain:     statusDrain(st),
+		Drain:     statusDrain(st, l.after.records),
 		Settings:  statusSettings(l.settings, l.mode),
 		Workers:   []status.Worker{},
 		Reloads:   l.reloads.snapshot(),
@@ -382,11 +429,12 @@ func (l *loop) publish() drain.Phase {
 }
 
 // statusDrain is the drain as status shows it.
-func statusDrain(st drain.Status) status.Drain {
+func statusDrain(st drain.Status, after []status.ReloadAfterSoftStop) status.Drain {
 	d := status.Drain{
 		Phase: st.Phase, StopRequested: st.StopAt, Bound: st.BoundAt, Deadline: st.Deadline,
 		SoftStop: st.SoftStopAt, HardStop: st.HardStopAt, Exited: st.ExitedAt,
 		Reason: st.Reason, Detail: st.Detail, LateConnections: st.LateConnections,
+		ReloadsAfterSoftStop: slices.Clone(after),
 	}
 	for _, c := range st.Conditions {
 		d.Conditions = append(d.Conditions, status.Condition{Name: c.Name, Met: c.Met, Since: c.Since, Detail: c.Detail, Routing: c.Routing, PendingNodes: c.PendingNodes})

@@ -215,6 +215,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		routing:   rt,
 		reloads:   newReloads(),
 		companion: comp,
+		procs:     func() ([]procStat, error) { return listProcs(procRoot) },
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
 			// The check must not speak on HAProxy's notify socket.
 			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
