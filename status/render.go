@@ -30,6 +30,12 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	}
 	if c := s.Companion; c != nil {
 		fmt.Fprintf(tw, "companion:\t%s\n", companionLine(*c, now))
+		if c.Failing != "" {
+			fmt.Fprintf(tw, "companion FAILING:\t%s\n", c.Failing)
+			for _, line := range c.Output {
+				fmt.Fprintf(tw, "companion output:\t%s\n", line)
+			}
+		}
 	}
 	if r := s.Reloads.Last; r != nil {
 		fmt.Fprintf(tw, "last reload:\t%s\n", reloadLine(*r, now))

@@ -62,6 +62,12 @@ type companion struct {
 	clearing time.Time
 	left     []int
 	followed time.Time // running: when the tree was last read (procTree learns it)
+
+	// quick counts its exits in a row after runs shorter than the
+	// backoff's maximum, the last after lastRan: it is failing.
+	quick   int
+	lastRan time.Duration
+	tail    *lineTail // its last output lines; nil without a relay
 }
 
 func newCompanion(path string, args, env []string, out *os.File, killDelay, initial, maxDelay time.Duration, log *slog.Logger) *companion {
@@ -220,6 +226,12 @@ func (c *companion) exited(code int, now time.Time) (failed bool) {
 	c.kill("the companion exited")
 	c.clearing = now
 	c.clear(now)
+	c.lastRan = ran
+	if ran < c.backoff.max {
+		c.quick++
+	} else {
+		c.quick = 0
+	}
 	switch {
 	case code == 0 || (code > 128 && code < 128+65):
 		delay := c.backoff.next(ran)
@@ -278,13 +290,35 @@ func (c *companion) wake() time.Time {
 	return at
 }
 
-func (c *companion) status() *status.Companion {
+func (c *companion) status(now time.Time) *status.Companion {
 	st := &status.Companion{Path: c.path, State: c.state, PID: c.pid, Restarts: max(c.starts-1, 0), LastExitAt: c.exitAt, NextStart: c.next}
 	if c.lastExit != nil {
 		code := *c.lastExit
 		st.LastExit = &code
 	}
+	if why := c.failing(now); why != "" {
+		st.Failing, st.Output = why, c.tail.last()
+	}
 	return st
+}
+
+// failing says why the companion is failing: it exited with a code that
+// stops the container, or it exits again and again, each time after less
+// than the backoff's maximum (until a run lasts that long); "" when not.
+func (c *companion) failing(now time.Time) string {
+	switch {
+	case c.state == companionFailed && c.lastExit != nil:
+		return fmt.Sprintf("exited %d after %s: the container stops", *c.lastExit, c.lastRan.Round(time.Millisecond))
+	case c.quick == 0 || c.lastExit == nil:
+		return ""
+	case c.state == companionBackoff, c.state == companionRunning && now.Sub(c.startedAt) < c.backoff.max:
+		s := "s"
+		if c.quick == 1 {
+			s = ""
+		}
+		return fmt.Sprintf("%d quick exit%s in a row, the last %d after %s", c.quick, s, *c.lastExit, c.lastRan.Round(time.Millisecond))
+	}
+	return ""
 }
 
 // backoff is the companion's restart delay: initial after its first exit

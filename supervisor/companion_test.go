@@ -218,7 +218,7 @@ func TestCompanionEndsWithHAProxy(t *testing.T) {
 	sc.l.companion.tree = &killedTree{fakeTree{f}, sc}
 	sc.exit(sec(2), 3)
 	f.want(t, "start-501@0s", "SIGTERM-501@2s", "SIGKILL-501@2s")
-	if st := sc.l.companion.status(); st.State != companionStopped || st.LastExit == nil || *st.LastExit != 137 {
+	if st := sc.l.companion.status(sc.clock); st.State != companionStopped || st.LastExit == nil || *st.LastExit != 137 {
 		t.Errorf("companion %+v, want stopped after SIGKILL", st)
 	}
 	if sc.l.exitCode != 3 {

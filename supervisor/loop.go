@@ -63,9 +63,10 @@ type loop struct {
 
 // pollRecord is what the master-CLI polls last told.
 type pollRecord struct {
-	last observation
-	good time.Time // when the last successful poll began
-	bad  time.Time // when the last failed poll began
+	last    observation
+	good    time.Time // when the last successful poll began
+	bad     time.Time // when the last failed poll began
+	failing time.Time // when the first failed poll since the last success began; zero while they succeed
 }
 
 // stopSent is what the loop sent to stop HAProxy, and when.
@@ -81,6 +82,31 @@ type logged struct {
 	routingDetail string
 	late          int  // late arrivals, in total
 	lbMarkedDown  bool // the balancers checking the pod marked it down
+	cliLost       bool // polls of the master CLI fail for longer than cliLostAfter
+}
+
+// cliLostAfter is how long polls of the master CLI may fail before it is
+// called lost: a master that re-executes for a reload (up to 3.0) refuses
+// its CLI for a moment, tens of ms; a reload under way may take up to
+// reloadTimeout.
+const cliLostAfter = 3 * time.Second
+
+// checkCLILost logs, once, that the master CLI has been failing longer
+// than a moment, until the soft stop (after which the master leaves).
+func (l *loop) checkCLILost(o observation) {
+	if l.polls.failing.IsZero() {
+		l.polls.failing = o.started
+	}
+	after := cliLostAfter
+	if l.reloads.underway() {
+		after = reloadTimeout
+	}
+	if l.logged.cliLost || !l.sent.soft.IsZero() || o.started.Sub(l.polls.failing) < after {
+		return
+	}
+	l.logged.cliLost = true
+	l.log.Warn("master CLI lost: polls fail; the drain cannot read HAProxy's counters until it answers",
+		"failing_s", o.started.Sub(l.polls.failing).Round(time.Millisecond).Seconds(), "err", o.obs.Err)
 }
 
 // run returns the exit code once the master is gone.
@@ -212,9 +238,14 @@ func (l *loop) onObservation(o observation) {
 	if o.obs.Err != nil {
 		l.polls.bad = o.started
 		l.log.Debug("poll failed", "err", o.obs.Err)
+		l.checkCLILost(o)
 		return
 	}
-	l.polls.good = o.started
+	if l.logged.cliLost {
+		l.logged.cliLost = false
+		l.log.Info("master CLI answers again", "failing_s", o.started.Sub(l.polls.failing).Round(time.Millisecond).Seconds())
+	}
+	l.polls.good, l.polls.failing = o.started, time.Time{}
 	if !l.ready && len(o.sample.Workers) > 0 {
 		l.markReady("master CLI")
 	}
@@ -414,7 +445,7 @@ func (l *loop) publish() drain.Phase {
 		Reloads:   l.reloads.snapshot(),
 	}
 	if l.companion != nil {
-		snap.Companion = l.companion.status()
+		snap.Companion = l.companion.status(now)
 	}
 	if o := l.polls.last; o.obs.Err != nil {
 		snap.PollError = o.obs.Err.Error()

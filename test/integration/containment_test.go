@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -269,4 +271,78 @@ func waitRefused(t *testing.T, addr string, timeout time.Duration) (time.Time, i
 			t.Fatalf("%s still accepts connections %s on", addr, timeout)
 		}
 	}
+}
+
+// quitter is a companion that says why and exits 0 at once, every time.
+const quitter = `#!/bin/sh
+echo "E0101 cannot reach the API server: connection refused"
+exit 0
+`
+
+// TestCompanion_QuickExitsBackOff: a companion that exits 0 at once again
+// and again is started again after each logged delay, no earlier, with a
+// delay that doubles; status says it is failing and shows its last line.
+func TestCompanion_QuickExitsBackOff(t *testing.T) {
+	requireRoot(t)
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := newConfig(t)
+	comp := filepath.Join(dir, "companion.sh")
+	if err := os.WriteFile(comp, []byte(quitter), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append(fast.flags(),
+		"--companion", comp,
+		"--companion-kill-delay", companionKillDelay.String(),
+		"--companion-restart-backoff", "100ms",
+		"--companion-restart-backoff-max", "4s",
+		"--haproxy-command", haproxyBin+" -f "+cfg.write(t, dir),
+		"--master-socket", filepath.Join(dir, "master.sock"),
+		"--status-socket", filepath.Join(dir, "status.sock"),
+		"--override-file", filepath.Join(dir, "override.cfg"),
+		"--log-format", "json")
+	s := startCommand(t, dir, procOptions{}, args)
+	s.waitReady(cfg.webAddr())
+	const restarts = 5
+	if _, ok := s.Wait("companion started", func(e harness.Entry) bool { n, _ := e.Num("restarts"); return n == restarts }, 20*time.Second, nil); !ok {
+		t.Fatalf("no %d restarts in 20s", restarts)
+	}
+	var doc struct {
+		Companion struct {
+			State   string   `json:"state"`
+			Failing string   `json:"failing"`
+			Output  []string `json:"output"`
+		} `json:"companion"`
+	}
+	out, errs, code := s.runStatus("--json")
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
+		t.Fatalf("hapsuper status --json exited %d: %s%s", code, out, errs)
+	}
+	if !strings.Contains(doc.Companion.Failing, "quick exits in a row") ||
+		!slices.ContainsFunc(doc.Companion.Output, func(l string) bool { return strings.Contains(l, "cannot reach the API server") }) {
+		t.Errorf("status companion %+v: want it failing, with its last output line", doc.Companion)
+	}
+	text, _, _ := s.runStatus()
+	t.Logf("hapsuper status:\n%s", text)
+
+	exits, starts := s.All("companion exited: starting it again"), s.All("companion started")
+	var prev time.Duration
+	for i := 0; i < restarts; i++ {
+		delay, err := time.ParseDuration(exits[i].Str("in"))
+		if err != nil {
+			t.Fatalf("exit %d: delay %q", i, exits[i].Str("in"))
+		}
+		gap := starts[i+1].At.Sub(exits[i].At)
+		t.Logf("restart %d: delay %s, started %s after the exit (%s late)", i+1, delay, gap.Round(time.Millisecond), (gap - delay).Round(time.Millisecond))
+		if gap < delay-time.Millisecond { // the log's times are to the µs
+			t.Errorf("restart %d %s after the exit, before its delay %s", i+1, gap, delay)
+		}
+		if i > 0 && delay != 2*prev {
+			t.Errorf("restart %d after %s, the one before after %s: want it doubled", i+1, delay, prev)
+		}
+		prev = delay
+	}
+	s.signal(syscall.SIGTERM)
+	code, _ = s.waitExit(fast.exitLimit() + companionKillDelay)
+	s.checkClean(code)
 }
