@@ -252,9 +252,12 @@ func (c *companion) stop(now time.Time, why string) bool {
 	switch c.state {
 	case companionRunning:
 		c.state, c.stopAt, c.clearing = companionStopping, now, now
-		pids, err := c.tree.signal(syscall.SIGTERM)
-		c.log.Info("stopping the companion", "pid", c.pid, "why", why, "kill_delay", c.killDelay.String(), "pids", pids, "count", len(pids))
+		pids, err := c.tree.members() // logged first: the log is the stop's instant
 		if err != nil {
+			c.log.Warn("companion's processes not read", "err", err)
+		}
+		c.log.Info("stopping the companion", "pid", c.pid, "why", why, "kill_delay", c.killDelay.String(), "pids", pids, "count", len(pids))
+		if _, err := c.tree.signal(syscall.SIGTERM); err != nil {
 			c.log.Warn("SIGTERM to the companion's processes failed", "err", err)
 		}
 		return true
