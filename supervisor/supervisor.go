@@ -182,7 +182,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	sv.log.Info("haproxy started", "pid", master, "argv", argv, "notify", notify)
 	var comp *companion
 	if companionPath != "" {
-		out := os.Stderr
+		out, tail := os.Stderr, &lineTail{}
 		if sv.logOut != nil {
 			raw := sv.logOut
 			if sv.logJSON {
@@ -192,12 +192,14 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 				sv.log.Warn("cannot relay the companion's output: it writes to hapsuper's stderr directly", "err", err)
 			} else {
 				defer cr.w.Close()
+				tail.hook(cr)
 				out = cr.w
 				actors = append(actors, func(ctx context.Context) error { return cr.run(ctx.Done()) })
 			}
 		}
 		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, withoutEnv(env, "NOTIFY_SOCKET")), out,
 			s.CompanionKillDelay, s.CompanionBackoff, s.CompanionBackoffMax, sv.log)
+		comp.tail = tail
 	}
 
 	log := sv.log.With("component", "supervisor")
@@ -215,6 +217,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		routing:   rt,
 		reloads:   newReloads(),
 		companion: comp,
+		procs:     func() ([]procStat, error) { return listProcs(procRoot) },
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
 			// The check must not speak on HAProxy's notify socket.
 			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
