@@ -171,6 +171,12 @@ func TestLogSinkCompanionFloodDropsTheCompanionsFirst(t *testing.T) {
 	}
 	close(stop)
 	n := <-flooded
+	// The writer may lag on a loaded machine: Close bounds its flush, so
+	// wait (bounded) for hapsuper's last line first.
+	last := "hapsuper " + strconv.Itoa(own-1) + "\n"
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), last) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	s.Close()
 	out := w.String()
 	next := 0
