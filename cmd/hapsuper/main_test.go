@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -74,5 +75,26 @@ func TestStartLine(t *testing.T) {
 	}
 	if !strings.Contains(debug, "level=DEBUG") || !strings.Contains(debug, "settings.kube-proxy-sync-allowance=250ms") || !strings.Contains(debug, "settings.status-socket=") {
 		t.Errorf("the DEBUG line lacks every setting: %s", debug)
+	}
+}
+
+// A build from a checkout reports "dev", as docs/releases.md says, not the
+// "(devel)" Go records for it; a module version go install recorded is
+// reported as it is.
+func TestModuleVersion(t *testing.T) {
+	for _, tt := range []struct {
+		main string
+		ok   bool
+		want string
+	}{
+		{"(devel)", true, "dev"},
+		{"", true, "dev"},
+		{"v1.2.3", true, "v1.2.3"},
+		{"v1.2.3", false, "dev"},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Version: tt.main}}
+		if got := moduleVersion(bi, tt.ok); got != tt.want {
+			t.Errorf("moduleVersion(%q, %v) = %q, want %q", tt.main, tt.ok, got, tt.want)
+		}
 	}
 }
