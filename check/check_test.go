@@ -461,7 +461,7 @@ func TestReport(t *testing.T) {
 		rows []Status
 		code int
 	}{
-		{nil, 0}, {[]Status{OK, Skip}, 0}, {[]Status{OK, Warn}, 1}, {[]Status{Warn, Fail, OK}, 2},
+		{nil, 0}, {[]Status{OK, Skip}, 0}, {[]Status{OK, Warn}, 1}, {[]Status{Warn, Fail, OK}, 3},
 	} {
 		var r Report
 		for i, st := range tc.rows {
