@@ -277,6 +277,13 @@ func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 	if err != nil {
 		return haproxy.Inspection{}, err
 	}
+	binds, err := haproxy.TCPBinds(files)
+	if err != nil {
+		return haproxy.Inspection{}, err
+	}
+	if err := haproxy.CheckPortsFree(binds); err != nil {
+		return haproxy.Inspection{}, err
+	}
 	for _, w := range insp.Warnings {
 		sv.log.Warn("config warning", "warning", w)
 	}

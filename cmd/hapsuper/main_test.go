@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -97,5 +100,30 @@ func TestModuleVersion(t *testing.T) {
 		if got := moduleVersion(bi, tt.ok); got != tt.want {
 			t.Errorf("moduleVersion(%q, %v) = %q, want %q", tt.main, tt.ok, got, tt.want)
 		}
+	}
+}
+
+// A frontend port another process listens on stops run before HAProxy
+// starts, with exit 2 and the fix: HAProxy's SO_REUSEPORT would otherwise
+// share the port's connections with that process without a word.
+func TestRunRefusesATakenFrontendPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte("defaults\n    mode tcp\nfrontend web\n    bind "+taken.Addr().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := exec.LookPath("true") // never run: the check comes first
+	if err != nil {
+		t.Skip("no true on the PATH")
+	}
+	code, _, errs := runArgs("run", "--routing", "off", "--master-socket", filepath.Join(dir, "m.sock"),
+		"--status-socket", filepath.Join(dir, "s.sock"), "--override-file", filepath.Join(dir, "o.cfg"), "--", bin, "-f", cfg)
+	if code != 2 || !strings.Contains(errs, "frontend web binds "+taken.Addr().String()) || !strings.Contains(errs, "stop that process or change the bind") {
+		t.Errorf("run with frontend web's port taken: exit %d, want 2 and the fix; stderr:\n%s", code, errs)
 	}
 }
