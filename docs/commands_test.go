@@ -260,14 +260,22 @@ func runDemo(t *testing.T, argv []string) (string, error, string) {
 	if len(st) < 4 || st[len(st)-2] != "--status-socket" {
 		t.Fatalf("the demo's status line %q: want <command> status --watch --status-socket <socket>", statusLine)
 	}
-	scmd := exec.Command(st[0], st[1:]...)
-	if st[0] == "go" {
-		scmd = exec.Command(goTool(), st[1:]...)
-	}
-	scmd.Dir = ".."
-	sout, err := scmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(sout), "phase:") || !strings.Contains(string(sout), "serving") {
-		t.Errorf("%s: %v\n%s", strings.Join(st, " "), err, sout)
+	// HAProxy may answer before hapsuper has read its master CLI once
+	// (phase starting): asked again until serving, for at most 30 s.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		scmd := exec.Command(st[0], st[1:]...)
+		if st[0] == "go" {
+			scmd = exec.Command(goTool(), st[1:]...)
+		}
+		scmd.Dir = ".."
+		sout, err := scmd.CombinedOutput()
+		if err == nil && strings.Contains(string(sout), "phase:") && strings.Contains(string(sout), "serving") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %v\n%s", strings.Join(st, " "), err, sout)
+			break
+		}
 	}
 
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
