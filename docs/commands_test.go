@@ -370,3 +370,40 @@ func TestDeployApplyCommands(t *testing.T) {
 		}
 	}
 }
+
+// The commands the READMEs show need only what the README says to install:
+// kubectl's built-in kustomize has no `kustomize edit`, and the Helm
+// command sets the image that deploy/haproxy-ingress/values.yaml leaves a
+// placeholder (registry.example/…:replace-me, an ImagePullBackOff as
+// shipped).
+func TestREADMECommandsNeedNoOtherTool(t *testing.T) {
+	for _, p := range []string{"../README.md", "../deploy/README.md", "../deploy/haproxy-ingress/README.md", "releases.md", "deploying.md"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "kustomize edit") {
+			t.Errorf("%s shows kustomize edit, which kubectl's kustomize lacks: show an images: entry in a kustomization instead", p)
+		}
+	}
+	readme, err := os.ReadFile("../deploy/haproxy-ingress/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile("../deploy/haproxy-ingress/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := regexp.MustCompile("(?s)```\n(helm repo add.*?)```").FindStringSubmatch(string(readme))
+	if helm == nil {
+		t.Fatal("deploy/haproxy-ingress/README.md shows no helm block")
+	}
+	for _, set := range []string{"--set controller.haproxy.image.repository=", "--set controller.haproxy.image.tag="} {
+		if !strings.Contains(helm[1], set) {
+			t.Errorf("the helm command does not set the image (%s...):\n%s", set, helm[1])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^controller:\n(?:.*\n)*?  haproxy:\n(?:.*\n)*?    image:\n(?:\s*#.*\n)*      repository: \S+\n      tag: \S+`).Match(values) {
+		t.Error("values.yaml no longer has controller.haproxy.image.repository and tag, which the helm command sets")
+	}
+}
