@@ -78,16 +78,24 @@ func (r Report) Status() Status {
 	return worst
 }
 
-// ExitCode is 0 when every row is OK (or skipped), 1 with warnings, 2 with
-// failures.
+// The exit codes of a report. 2 is not among them: every hapsuper command
+// exits 2 for a command line it cannot read, before any check runs.
+const (
+	ExitOK       = 0
+	ExitWarnings = 1
+	ExitFailures = 3
+)
+
+// ExitCode is ExitOK when every row is OK (or skipped), ExitWarnings with
+// warnings, ExitFailures with failures.
 func (r Report) ExitCode() int {
 	switch r.Status() {
 	case Fail:
-		return 2
+		return ExitFailures
 	case Warn:
-		return 1
+		return ExitWarnings
 	}
-	return 0
+	return ExitOK
 }
 
 // count returns how many rows have status st.

@@ -220,8 +220,8 @@ func TestRun_MissingGrant(t *testing.T) {
 	c.denied["list nodes"] = true
 	c.denied["create events.events.k8s.io"] = true
 	r := c.run(t, c.kubeProxy(t, gracefulCfg))
-	if code := r.ExitCode(); code != 2 {
-		t.Errorf("exit code %d, want 2", code)
+	if code := r.ExitCode(); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
 	}
 	want(t, r, AreaGrants, "watch endpointslices.discovery.k8s.io", Fail, "grant watch endpointslices.discovery.k8s.io to the pod's service account (deploy/overlays/endpointslices/rbac.yaml)")
 	want(t, r, AreaGrants, "list nodes", Fail, "deploy/overlays/kube-proxy/nodes-rbac.yaml")
@@ -286,8 +286,8 @@ func TestRun_IdentityAndGrace(t *testing.T) {
 	c.env["NODE_NAME"] = "n9"
 	c.env["POD_IPS"] = "10.0.0.6"
 	r := c.run(t, settings(t, gracefulCfg, "--routing", "endpointslices", "--grace-period", "60s"))
-	if code := r.ExitCode(); code != 2 {
-		t.Errorf("exit code %d, want 2", code)
+	if code := r.ExitCode(); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
 	}
 	want(t, r, AreaIdentity, "NODE_NAME", Fail, `the pod runs on node "n1"`)
 	want(t, r, AreaIdentity, "POD_IPS", Fail, "the pod's IPs are 10.0.0.5")
@@ -366,8 +366,8 @@ func TestRun_APIServerUnreachable(t *testing.T) {
 	if took := time.Since(start); took > 2*apiTimeout {
 		t.Errorf("check took %v with the apiserver down, want at most %v", took, 2*apiTimeout)
 	}
-	if code := r.ExitCode(); code != 2 {
-		t.Errorf("exit code %d, want 2", code)
+	if code := r.ExitCode(); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
 	}
 	want(t, r, AreaRouting, "apiserver", Fail, "unreachable")
 	want(t, r, AreaPaths, "-", Skip, "apiserver unreachable")
@@ -401,8 +401,8 @@ func TestRun_APIServerSilent(t *testing.T) {
 		t.Errorf("check took %v against a silent apiserver, want about %v", took, apiTimeout)
 	}
 	want(t, r, AreaRouting, "apiserver", Fail, "unreachable")
-	if code := r.ExitCode(); code != 2 {
-		t.Errorf("exit code %d, want 2", code)
+	if code := r.ExitCode(); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
 	}
 }
 
@@ -461,7 +461,7 @@ func TestReport(t *testing.T) {
 		rows []Status
 		code int
 	}{
-		{nil, 0}, {[]Status{OK, Skip}, 0}, {[]Status{OK, Warn}, 1}, {[]Status{Warn, Fail, OK}, 2},
+		{nil, 0}, {[]Status{OK, Skip}, 0}, {[]Status{OK, Warn}, 1}, {[]Status{Warn, Fail, OK}, 3},
 	} {
 		var r Report
 		for i, st := range tc.rows {

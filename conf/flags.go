@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -16,20 +18,39 @@ type Flag struct {
 	Env     string // the environment variable that also sets it; empty: none
 	Default string // the default as the flag takes it; empty: none
 	Derived string // how the default is computed, when other flags decide it
-	Meaning string // the flag's usage string
+	Unset   string // what an empty default stands for ("off"); empty: none
+	Meaning string // the flag's usage string, without a "(default: …)"
 	Bool    bool   // given without a value
+	Group   string // what the flag is for (RunGroups); empty: the command's own
 }
 
 // DefaultText is the default as help shows it: the rule that derives it,
-// the value, or "none".
+// the value, what an empty one stands for, or "none".
 func (f Flag) DefaultText() string {
 	switch {
 	case f.Derived != "":
 		return f.Derived
+	case f.Default == "" && f.Unset != "":
+		return f.Unset
 	case f.Default == "":
 		return "none"
 	}
 	return f.Default
+}
+
+// RunGroups are the run flags by what they are for, in the order help and
+// the README's flag table list them; each run flag is in exactly one (a
+// test fails on a flag in none).
+var RunGroups = []struct {
+	Title string
+	Flags []string
+}{
+	{"the drain", []string{"grace-period", "margin", "max-wait", "quiet-period", "withdrawn-quiet-period", "poll-interval", "ignore-frontends", "stop-signals"}},
+	{"routing observation", []string{"routing", "kubeconfig", "kube-proxy-healthz-port", "kube-proxy-metrics-port", "kube-proxy-min-sync-period", "kube-proxy-sync-allowance"}},
+	{"load balancers", []string{"lb-deregistration-delay", "lb-health-check-window", "lb-check-bind", "lb-check-threshold"}},
+	{"HAProxy and hapsuper's files", []string{"haproxy-command", "master-socket", "status-socket", "override-file", "create-if-missing", "haproxy-memory-share"}},
+	{"logs and metrics", []string{"log-format", "log-level", "metrics-addr"}},
+	{"a companion beside HAProxy (an ingress controller)", []string{"companion", "companion-kill-delay", "companion-restart-backoff", "companion-restart-backoff-max", "companion-memory-share"}},
 }
 
 // derivedDefaults are the run flags whose default Parse computes from other
@@ -39,22 +60,41 @@ var derivedDefaults = map[string]string{
 	"withdrawn-quiet-period": WithdrawnQuietFloor.String() + " with routing kube-proxy, else quiet-period", // WithdrawnQuiet
 }
 
-// RunFlags returns the run command's flags, sorted by name.
+// RunFlags returns the run command's flags group by group (RunGroups), in
+// each group in its order; a flag in no group comes last.
 func RunFlags() []Flag {
 	s := defaults()
 	flags := Describe(newFlagSet(&s), EnvName)
+	rank := map[string]int{}
+	group := map[string]string{}
+	for _, g := range RunGroups {
+		for _, name := range g.Flags {
+			rank[name], group[name] = len(rank), g.Title
+		}
+	}
 	for i, f := range flags {
 		flags[i].Derived = derivedDefaults[f.Name]
+		flags[i].Group = group[f.Name]
+		if _, ok := rank[f.Name]; !ok {
+			rank[f.Name] = len(rank) + len(flags)
+		}
 	}
+	slices.SortStableFunc(flags, func(a, b Flag) int { return rank[a.Name] - rank[b.Name] })
 	return flags
 }
 
 // Describe returns the flags defined in fs, sorted by name. env names the
-// variable that also sets a flag; nil or "" means none.
+// variable that also sets a flag; nil or "" means none. A usage string's
+// "(default: …)", which says what an empty default stands for, becomes
+// Unset, so that help says the default once.
 func Describe(fs *flag.FlagSet, env func(name string) string) []Flag {
 	var flags []Flag
 	fs.VisitAll(func(f *flag.Flag) {
 		d := Flag{Name: f.Name, Default: f.DefValue, Meaning: f.Usage}
+		if m := defaultNote.FindStringSubmatchIndex(d.Meaning); m != nil && d.Default == "" {
+			d.Unset = d.Meaning[m[2]:m[3]]
+			d.Meaning = d.Meaning[:m[0]] + d.Meaning[m[1]:]
+		}
 		if env != nil {
 			d.Env = env(f.Name)
 		}
@@ -65,6 +105,9 @@ func Describe(fs *flag.FlagSet, env func(name string) string) []Flag {
 	})
 	return flags
 }
+
+// defaultNote is a usage string's " (default: …)".
+var defaultNote = regexp.MustCompile(` \(default: ([^()]*(?:\([^()]*\)[^()]*)*)\)`)
 
 // UsageError is a command line that cannot be read: an unknown flag (the
 // message names the closest defined one), a missing or bad value, a stray

@@ -11,50 +11,94 @@ import (
 	"testing"
 )
 
-// The README's flag table is the run flags' help in Markdown: one row per
-// flag, rendered here from the definitions, in any order. A flag added,
-// renamed or reworded fails this test until the README says the same; the
-// failure prints the row to paste.
+// The README's flag table is the run flags' help in Markdown: a row per
+// group (RunGroups), then one row per flag of that group, rendered here from
+// the definitions, in help's order. A flag added, renamed, reworded or moved
+// fails this test until the README says the same; the failure prints the
+// rows to paste.
 func TestREADMEFlagTable(t *testing.T) {
 	readme, err := readmeFlagRows("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{} // flag name → row
+	var want []string
+	group := ""
 	for _, f := range RunFlags() {
-		want[f.Name] = markdownRow(f)
-	}
-	seen := map[string]bool{}
-	for _, row := range readme {
-		name := rowFlagName(row)
-		switch w, ok := want[name]; {
-		case seen[name]:
-			t.Errorf("README lists --%s twice", name)
-		case !ok:
-			t.Errorf("README lists a flag hapsuper run does not have:\n%s", row)
-		case row != w:
-			t.Errorf("README's row for --%s differs from the flag's definition:\n README: %s\n    want: %s", name, row, w)
+		if f.Group != group {
+			group = f.Group
+			want = append(want, groupRow(group))
 		}
-		seen[name] = true
+		want = append(want, markdownRow(f))
 	}
-	for name, row := range want {
-		if !seen[name] {
-			t.Errorf("README lacks --%s; add under ### Flags:\n%s", name, row)
+	if strings.Join(readme, "\n") != strings.Join(want, "\n") {
+		for i := range max(len(readme), len(want)) {
+			var got, w string
+			if i < len(readme) {
+				got = readme[i]
+			}
+			if i < len(want) {
+				w = want[i]
+			}
+			if got != w {
+				t.Errorf("README's flag table differs from the definitions at row %d:\n README: %s\n   want: %s", i+1, got, w)
+				break
+			}
 		}
+		t.Errorf("the table under ### Flags, as the definitions give it:\n%s", strings.Join(want, "\n"))
+	}
+}
+
+// Every run flag is in one group of RunGroups, and every name there is a
+// run flag; RunFlags lists them group by group, in the groups' order.
+func TestRunGroups(t *testing.T) {
+	flags := RunFlags()
+	names := map[string]bool{}
+	for _, f := range flags {
+		names[f.Name] = true
+		if f.Group == "" {
+			t.Errorf("--%s is in no group of RunGroups: add it where help should list it", f.Name)
+		}
+	}
+	i := 0
+	for _, g := range RunGroups {
+		for _, name := range g.Flags {
+			if !names[name] {
+				t.Errorf("RunGroups %q names --%s, which is no run flag", g.Title, name)
+				continue
+			}
+			if i < len(flags) && (flags[i].Name != name || flags[i].Group != g.Title) {
+				t.Errorf("RunFlags()[%d] is --%s of %q, want --%s of %q", i, flags[i].Name, flags[i].Group, name, g.Title)
+			}
+			i++
+		}
+	}
+	if i != len(flags) {
+		t.Errorf("RunGroups name %d flags, run has %d", i, len(flags))
 	}
 }
 
 // A meaning that states a default "(default: …)" explains what an empty
-// default stands for (none, off, in-cluster credentials); a flag whose
-// default is a value says it in the default column alone, so the two
-// cannot disagree.
+// default stands for (none, off, in-cluster credentials): the default
+// column or help's "default" shows it, taken out of the meaning, so that
+// help says a default once. A flag whose default is a value says it there
+// alone, so the two cannot disagree.
 func TestFlagMeaningStatesNoOtherDefault(t *testing.T) {
+	unset := 0
 	for _, f := range RunFlags() {
-		if strings.Contains(f.Meaning, "default:") && f.DefaultText() != "none" {
-			t.Errorf("--%s: its default is %q, and its meaning states another: %q", f.Name, f.DefaultText(), f.Meaning)
+		if strings.Contains(f.Meaning, "default:") {
+			t.Errorf("--%s: its default is %q, and its meaning states one too: %q", f.Name, f.DefaultText(), f.Meaning)
+		}
+		if f.Unset != "" {
+			unset++
 		}
 	}
+	if unset == 0 {
+		t.Error("no run flag says what its empty default stands for: the (default: …) notes moved?")
+	}
 }
+
+// groupRow is a group's title as a row of the README's flag table.
+func groupRow(title string) string { return "| **" + title + "** | | |" }
 
 // markdownRow is f as a row of the README's | flag | default | meaning |
 // table: a default that is a value is code, "none" and rules are prose.

@@ -81,7 +81,7 @@ func goTool() string {
 // test`, which runs this test, is not run from here.
 func TestREADMETwoCommands(t *testing.T) {
 	cmds := indentedCommands(readmeSection(t, "## The two commands"))
-	want := []string{"go run ./cmd/hapsuper demo", "make test"}
+	want := []string{"hack/demo.sh", "make test"}
 	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the two commands are %q, want %q (.ci/run greps \"    make test\")", cmds, want)
 	}
@@ -153,47 +153,53 @@ func runBuild(t *testing.T, command, binary string) string {
 	return buildOnce.bin
 }
 
-// The README's demo command, run as written from the repository's root,
-// and the built binary's demo: HAProxy answers the URL it prints, `hapsuper
-// status` on the socket it names says serving, and Ctrl-C (SIGINT to its
-// process group, as a terminal sends it) drains, and hapsuper exits 0.
+// The README's demo command, run as written from the repository's root:
+// its first line, before anything is compiled, says what it builds; then
+// HAProxy answers the URL it prints, `hapsuper status` on the socket it
+// names says serving, and Ctrl-C (SIGINT to its process group, as a
+// terminal sends it) drains, and it exits 0. The same with HAProxy named
+// after -- (the README's form for an HAProxy off the PATH).
 func TestREADMEDemo(t *testing.T) {
 	needHAProxy(t)
+	if _, err := exec.LookPath("make"); err != nil {
+		msg := "the README's demo command needs make: " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
 	var demo string
 	for _, c := range indentedCommands(readmeSection(t, "## The two commands")) {
-		if strings.HasSuffix(c, " demo") {
+		if strings.Contains(c, "demo") {
 			demo = c
 		}
 	}
-	args := strings.Fields(demo)
-	if len(args) != 4 || args[0] != "go" || args[1] != "run" {
-		t.Fatalf("README's demo command is %q, want go run <package> demo", demo)
+	if demo == "" {
+		t.Fatal("README's ## The two commands shows no demo command")
 	}
-	t.Run("go run", func(t *testing.T) {
-		// go run itself exits 1 after a Ctrl-C whatever the program's exit
-		// code; it prints "exit status N" when that is not 0.
-		err, logs := runDemo(t, append([]string{goTool()}, args[1:]...))
-		if strings.Contains(logs, "exit status") {
-			t.Errorf("go run reports the demo's exit: %v\n%s", err, logs)
-		}
-	})
-	t.Run("built binary", func(t *testing.T) {
-		if _, err := exec.LookPath("make"); err != nil {
-			t.Skip("no make: the built binary is the README's make build's")
-		}
-		bin := runBuild(t, "make build", "./bin/hapsuper")
-		if err, logs := runDemo(t, []string{bin, "demo"}); err != nil {
-			t.Errorf("the demo after Ctrl-C: %v, want exit 0; stderr:\n%s", err, logs)
-		}
-	})
+	haproxy, _ := exec.LookPath("haproxy")
+	for name, argv := range map[string][]string{
+		"as typed":         strings.Fields(demo),
+		"haproxy after --": append(strings.Fields(demo), "--", haproxy),
+	} {
+		t.Run(name, func(t *testing.T) {
+			first, err, logs := runDemo(t, argv)
+			if !strings.HasPrefix(first, "make build: go build") {
+				t.Errorf("%s: the first line is %q, want the build's, before it compiles", strings.Join(argv, " "), first)
+			}
+			if err != nil {
+				t.Errorf("%s after Ctrl-C: %v, want exit 0; stderr:\n%s", strings.Join(argv, " "), err, logs)
+			}
+		})
+	}
 }
 
 // runDemo runs argv from the repository's root, follows the demo's first
-// lines, curls it, asks its status, sends Ctrl-C and returns how the
-// process ended and its stderr.
-func runDemo(t *testing.T, argv []string) (error, string) {
+// lines, curls it, asks its status, sends Ctrl-C and returns the first line
+// of stdout, how the process ended and its stderr.
+func runDemo(t *testing.T, argv []string) (string, error, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a first build on a loaded machine
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = ".."
@@ -211,10 +217,13 @@ func runDemo(t *testing.T, argv []string) (error, string) {
 	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 
 	// The demo's first lines: where HAProxy answers and the status command.
-	var url, statusLine string
+	var first, url, statusLine string
 	sc := bufio.NewScanner(out)
 	for (url == "" || statusLine == "") && sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
+		if first == "" {
+			first = l
+		}
 		if u, ok := strings.CutPrefix(l, "try:    curl -s "); ok {
 			url = u
 		}
@@ -251,14 +260,22 @@ func runDemo(t *testing.T, argv []string) (error, string) {
 	if len(st) < 4 || st[len(st)-2] != "--status-socket" {
 		t.Fatalf("the demo's status line %q: want <command> status --watch --status-socket <socket>", statusLine)
 	}
-	scmd := exec.Command(st[0], st[1:]...)
-	if st[0] == "go" {
-		scmd = exec.Command(goTool(), st[1:]...)
-	}
-	scmd.Dir = ".."
-	sout, err := scmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(sout), "phase:") || !strings.Contains(string(sout), "serving") {
-		t.Errorf("%s: %v\n%s", strings.Join(st, " "), err, sout)
+	// HAProxy may answer before hapsuper has read its master CLI once
+	// (phase starting): asked again until serving, for at most 30 s.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		scmd := exec.Command(st[0], st[1:]...)
+		if st[0] == "go" {
+			scmd = exec.Command(goTool(), st[1:]...)
+		}
+		scmd.Dir = ".."
+		sout, err := scmd.CombinedOutput()
+		if err == nil && strings.Contains(string(sout), "phase:") && strings.Contains(string(sout), "serving") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %v\n%s", strings.Join(st, " "), err, sout)
+			break
+		}
 	}
 
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
@@ -271,7 +288,7 @@ func runDemo(t *testing.T, argv []string) (error, string) {
 			t.Errorf("the demo's log lacks %q:\n%s", want, logs)
 		}
 	}
-	return err, logs
+	return first, err, logs
 }
 
 // lockedBuffer is an io.Writer that can be read while a process writes it.
@@ -290,4 +307,103 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// deploy/README.md's Apply commands, run as typed from the repository's
+// root with kubectl's built-in kustomize (kubectl kustomize for kubectl
+// apply -k, which would need a cluster): the kustomization they write
+// builds, and its Deployment runs the image it names.
+func TestDeployApplyCommands(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		msg := "deploy/README.md's commands need kubectl: " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	b, err := os.ReadFile("../deploy/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case l == "## Apply":
+			in = true
+		case in && strings.HasPrefix(l, "## "):
+			in = false
+		case in:
+			if c, ok := strings.CutPrefix(l, "    "); ok {
+				script = append(script, c)
+			} else if len(script) > 0 && strings.TrimSpace(l) != "" {
+				in = false // the end of the first code block
+			}
+		}
+	}
+	if len(script) < 3 || script[len(script)-1] != "kubectl apply -k my-hapsuper" {
+		t.Fatalf("deploy/README.md's Apply commands end %q, want kubectl apply -k my-hapsuper", script)
+	}
+	// In the repository's root, as the README says, under a name of the
+	// test's own.
+	dir, err := os.MkdirTemp("..", "my-hapsuper-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Remove(dir); err != nil { // the script's mkdir makes it
+		t.Fatal(err)
+	}
+	sh := strings.ReplaceAll(strings.Join(script, "\n"), "my-hapsuper", filepath.Base(dir))
+	sh = strings.ReplaceAll(sh, "kubectl create namespace hapsuper", ": kubectl create namespace hapsuper")
+	sh = strings.ReplaceAll(sh, "kubectl apply -k ", kubectl+" kustomize ")
+	cmd := exec.Command("sh", "-ec", sh)
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("deploy/README.md's Apply commands: %v\n%s", err, out)
+	}
+	for _, want := range []string{"kind: Deployment", "image: registry.example/hapsuper-haproxy:v1.2.3", "namespace: hapsuper"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the kustomization deploy/README.md writes renders without %q:\n%s", want, out)
+		}
+	}
+}
+
+// The commands the READMEs show need only what the README says to install:
+// kubectl's built-in kustomize has no `kustomize edit`, and the Helm
+// command sets the image that deploy/haproxy-ingress/values.yaml leaves a
+// placeholder (registry.example/…:replace-me, an ImagePullBackOff as
+// shipped).
+func TestREADMECommandsNeedNoOtherTool(t *testing.T) {
+	for _, p := range []string{"../README.md", "../deploy/README.md", "../deploy/haproxy-ingress/README.md", "releases.md", "deploying.md"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "kustomize edit") {
+			t.Errorf("%s shows kustomize edit, which kubectl's kustomize lacks: show an images: entry in a kustomization instead", p)
+		}
+	}
+	readme, err := os.ReadFile("../deploy/haproxy-ingress/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile("../deploy/haproxy-ingress/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := regexp.MustCompile("(?s)```\n(helm repo add.*?)```").FindStringSubmatch(string(readme))
+	if helm == nil {
+		t.Fatal("deploy/haproxy-ingress/README.md shows no helm block")
+	}
+	for _, set := range []string{"--set controller.haproxy.image.repository=", "--set controller.haproxy.image.tag="} {
+		if !strings.Contains(helm[1], set) {
+			t.Errorf("the helm command does not set the image (%s...):\n%s", set, helm[1])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^controller:\n(?:.*\n)*?  haproxy:\n(?:.*\n)*?    image:\n(?:\s*#.*\n)*      repository: \S+\n      tag: \S+`).Match(values) {
+		t.Error("values.yaml no longer has controller.haproxy.image.repository and tag, which the helm command sets")
+	}
 }

@@ -51,7 +51,7 @@ func (l *frameLimit) next() { l.left = maxReply }
 func Fetch(path string, timeout time.Duration) (Snapshot, error) {
 	conn, err := net.DialTimeout("unix", path, timeout)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("connect to status socket %s: %w (is hapsuper running? pass --socket if it uses another path)", path, err)
+		return Snapshot{}, fmt.Errorf("connect to status socket %s: %w (is hapsuper running? pass --status-socket if it uses another path)", path, err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(timeout))

@@ -47,7 +47,7 @@ func TestSnapshotJSONShape(t *testing.T) {
 			`"softStop":"2026-11-30T12:00:02.5Z","hardStop":"2026-11-30T12:00:28Z","exited":"2026-11-30T12:00:29Z",` +
 			`"reason":"unverified","detail":"node-b: kube-proxy healthz refused",` +
 			`"conditions":[{"name":"quiet","met":true,"since":"2026-11-30T12:00:00.5Z"},{"name":"routing","met":false,"detail":"pending (default/web)","pendingNodes":2}]},` +
-			`"workers":[{"pid":11,"old":false,"sessions":3,"requests":99,"connections":40},{"pid":9,"old":true,"sessions":1,"requests":0,"connections":0}],` +
+			`"workers":[{"pid":11,"old":false,"sessions":3,"connsPlusRequests":99,"connections":40},{"pid":9,"old":true,"sessions":1,"connsPlusRequests":0,"connections":0}],` +
 			`"reloads":{"ok":2,"refused":1,"failed":1,"last":{"at":"2026-11-30T12:00:01Z","result":"failed","origin":"master CLI","ended":"2026-11-30T12:00:01.5Z","detail":"HAProxy did not load the new configuration"}},` +
 			`"settings":{"gracePeriod":"30s","quietPeriod":"2s","withdrawnQuietPeriod":"1s","maxWait":"18s","margin":"2s","pollInterval":"100ms","routing":"kube-proxy"},` +
 			`"companion":{"path":"/ctl","state":"backoff","restarts":2,"lastExit":137,"lastExitAt":"2026-11-30T12:00:04Z","nextStart":"2026-11-30T12:00:04.5Z"},` +

@@ -108,9 +108,12 @@ type Worker struct {
 	// proc and stopping). A worker that show proc lists as old but that does
 	// not stop is the serving one kept by a failed reload (HAProxy 3.1+):
 	// it is current.
-	Old      bool   `json:"old"`
-	Sessions int64  `json:"sessions"`
-	Requests uint64 `json:"requests"` // counted frontends' stot + req_tot
+	Old      bool  `json:"old"`
+	Sessions int64 `json:"sessions"`
+	// Requests is what quiet counts before routing is withdrawn: new
+	// connections plus requests of the counted frontends (stot + req_tot),
+	// so one request on a new connection counts 2; named so in JSON.
+	Requests uint64 `json:"connsPlusRequests"`
 	// Connections is what quiet counts once routing is withdrawn: stot of
 	// the frontends whose soft stop is graceful, stot + req_tot of the others.
 	Connections uint64 `json:"connections"`

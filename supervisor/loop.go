@@ -415,7 +415,7 @@ func (l *loop) reap() {
 		l.log.Info("haproxy exited", "pid", l.master, "code", code)
 	case code > 128 && code < 128+65:
 		// Killed by that signal, or (137) a worker of it was SIGKILLed.
-		l.log.Error("haproxy exited", "pid", l.master, "code", code, "signal", conf.SignalName(syscall.Signal(code-128)))
+		l.log.Error("haproxy exited", "pid", l.master, "code", code, "killed", conf.SignalName(syscall.Signal(code-128))+" to the master, or to a worker (the master then exits 128+N itself)")
 	default:
 		l.log.Error("haproxy exited", "pid", l.master, "code", code)
 	}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -236,14 +237,26 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	return l.runGroup(ctx, sigs, srv, nl, actors)
 }
 
+// mkdirFix names what to change when a directory of hapsuper's files
+// cannot be made for flag: without the permission (a user that is not
+// root, with the default paths under /var/run), the three paths elsewhere.
+func mkdirFix(err error, flag string) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Sprintf("run as root, make the directory writable for uid %d, or put hapsuper's files in a directory of yours: "+
+			"--master-socket, --status-socket and --override-file (HAPSUPER_MASTER_SOCKET, HAPSUPER_STATUS_SOCKET, HAPSUPER_OVERRIDE_FILE), "+
+			"as hapsuper demo does in a temporary directory", os.Getuid())
+	}
+	return "give --" + flag + " a path in a writable directory"
+}
+
 // prepare creates the socket directories, the --create-if-missing files and
 // the override file, and checks the user's configuration: all before
 // HAProxy starts.
 func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 	s := sv.settings
-	for _, p := range []string{s.MasterSocket, s.StatusSocket, s.OverrideFile} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return haproxy.Inspection{}, fmt.Errorf("create directory for %s: %w", p, err)
+	for _, f := range []struct{ flag, path string }{{"master-socket", s.MasterSocket}, {"status-socket", s.StatusSocket}, {"override-file", s.OverrideFile}} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+			return haproxy.Inspection{}, fmt.Errorf("create directory for --%s %s: %w (%s)", f.flag, f.path, err, mkdirFix(err, f.flag))
 		}
 	}
 	// What hapsuper keeps must not be replaceable by another user. The
@@ -275,6 +288,13 @@ func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 	case errors.Is(err, haproxy.ErrNotInspected): // HAProxy may load it: no frontend known graceful
 		sv.log.Warn("configuration not inspected", "err", err)
 	case err != nil:
+		return haproxy.Inspection{}, err
+	}
+	binds, err := haproxy.TCPBinds(files)
+	if err != nil {
+		return haproxy.Inspection{}, err
+	}
+	if err := haproxy.CheckPortsFree(binds); err != nil {
 		return haproxy.Inspection{}, err
 	}
 	for _, w := range insp.Warnings {

@@ -20,16 +20,15 @@ const checkAbout = "Checks, before a rollout, what a drain would be able to obse
 	"the Services and paths that route to the pod, and every node's kube-proxy healthz. Run it\n" +
 	"in the pod (kubectl exec <pod> -- hapsuper check) or with --kubeconfig and the same flags\n" +
 	"and environment as run. Each row is OK, WARN or FAIL with the one thing to change.\n" +
-	"Exits 0 when every row is OK, 1 with warnings, 2 with failures."
+	"Exits 0 when every row is OK, 1 with warnings, 3 with failures, 2 for a command line it\n" +
+	"cannot read."
 
 // jsonFlag is check's own flag; the others are run's.
-var jsonFlag = conf.Flag{Name: "json", Bool: true, Meaning: "print the rows as JSON, for machines"}
+var jsonFlag = conf.Flag{Name: "json", Bool: true, Meaning: "print the rows as JSON, for machines", Group: "the report"}
 
-// checkFlags are run's flags and --json, sorted by name.
+// checkFlags are --json, then run's flags in their groups.
 func checkFlags() []conf.Flag {
-	flags := append(conf.RunFlags(), jsonFlag)
-	slices.SortFunc(flags, func(a, b conf.Flag) int { return strings.Compare(a.Name, b.Name) })
-	return flags
+	return append([]conf.Flag{jsonFlag}, conf.RunFlags()...)
 }
 
 // checkCommand runs the preflight with run's flags and environment.
@@ -62,7 +61,7 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "hapsuper: check: write the report: %v\n", err)
-		return 2
+		return check.ExitFailures
 	}
 	return report.ExitCode()
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// `hapsuper check` exits 0 when every row is OK, 1 with warnings, 2 with
-// failures or a command line it cannot read; --json prints the rows, the
-// status and the exit code. Routing off: no cluster is asked.
+// `hapsuper check` exits 0 when every row is OK, 1 with warnings, 3 with
+// failures and 2 for a command line it cannot read, as every command does;
+// --json prints the rows, the status and the exit code. Routing off: no
+// cluster is asked.
 func TestCheckCommand(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, cfg string) string {
@@ -34,8 +35,8 @@ func TestCheckCommand(t *testing.T) {
 	}{
 		{"all OK", []string{"check", "--routing", "off", "--json", "--", "haproxy-absent", "-f", graceful}, 0, "OK", "", "", "soft stop is graceful"},
 		{"warning", []string{"check", "--json", "--routing=off", "--", "haproxy-absent", "-f", abrupt}, 1, "WARN", "", "", "add `option idle-close-on-response` to defaults or frontend web"},
-		{"no configuration", []string{"check", "--routing", "off", "--json", "--", "haproxy-absent", "-f", filepath.Join(dir, "none.cfg")}, 2, "FAIL", "", "", "it does not exist"},
-		{"settings refused", []string{"check", "--json", "--grace-period", "1s"}, 2, "FAIL", "", "", "must be less than --grace-period 1s"},
+		{"no configuration", []string{"check", "--routing", "off", "--json", "--", "haproxy-absent", "-f", filepath.Join(dir, "none.cfg")}, 3, "FAIL", "", "", "it does not exist"},
+		{"settings refused", []string{"check", "--json", "--grace-period", "1s"}, 3, "FAIL", "", "", "must be less than --grace-period 1s"},
 		{"text", []string{"check", "--routing", "off", "--", "haproxy-absent", "-f", abrupt}, 1, "", "WARN  config      frontend web", "", ""},
 		{"json false", []string{"check", "--json=false", "--routing", "off", "--", "haproxy-absent", "-f", graceful}, 0, "", "OK: ", "", ""},
 		{"unknown flag", []string{"check", "--jsn"}, 2, "", "", "unknown flag --jsn: did you mean --json?", ""},

@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,5 +50,38 @@ func TestDemoPortsAvoidATakenPort(t *testing.T) {
 	}
 	if strings.Contains(cfg, "\n    log ") || strings.Contains(cfg, "\nglobal") {
 		t.Errorf("the demo's configuration logs to stderr, which repeats HAProxy's messages:\n%s", cfg)
+	}
+}
+
+// Without HAProxy where the demo looks, it says how to install one or name
+// it, before its banner (nothing on stdout), and exits 127 as run does; the
+// words after -- and --haproxy-command name it instead of the PATH.
+func TestDemoNamesItsHAProxyBeforeTheBanner(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no haproxy on it
+	missing := filepath.Join(t.TempDir(), "haproxy")
+	noexec := filepath.Join(t.TempDir(), "haproxy")
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"demo"}, 127, []string{"haproxy was not found", "apt-get install haproxy", "hapsuper demo -- /path/to/haproxy"}},
+		{[]string{"demo", "--", missing}, 127, []string{missing + " was not found", "apt-get install haproxy"}},
+		{[]string{"demo", "--haproxy-command", missing}, 127, []string{missing + " was not found"}},
+		{[]string{"demo", "--haproxy-command=" + missing}, 127, []string{missing + " was not found"}},
+		{[]string{"demo", "--", noexec, "-V"}, 126, []string{noexec + " is not executable", "chmod +x"}},
+	} {
+		code, out, errs := runArgs(tt.args...)
+		if code != tt.code || out != "" {
+			t.Errorf("hapsuper %s: exit %d, stdout %q; want %d and no banner", strings.Join(tt.args, " "), code, out, tt.code)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("hapsuper %s: stderr %q lacks %q", strings.Join(tt.args, " "), errs, w)
+			}
+		}
 	}
 }

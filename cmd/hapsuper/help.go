@@ -51,7 +51,7 @@ func commands() []command {
 		},
 		{
 			name:    "demo",
-			args:    "[flags]",
+			args:    "[flags] [-- haproxy-binary [haproxy args...]]",
 			summary: "run hapsuper on an embedded example: HAProxy on http://127.0.0.1:8080 (or free ports), no cluster needed",
 			about:   demoAbout(),
 			flags:   conf.RunFlags,

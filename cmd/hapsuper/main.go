@@ -133,7 +133,13 @@ func versionString() string {
 	if version != "" {
 		return version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+	return moduleVersion(debug.ReadBuildInfo())
+}
+
+// moduleVersion is the module version go install recorded, or "dev" for a
+// build from a checkout (go build, go run), which Go records as "(devel)".
+func moduleVersion(bi *debug.BuildInfo, ok bool) string {
+	if ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "dev"

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -28,7 +32,8 @@ func TestRunCommands(t *testing.T) {
 		{"bad duration", []string{"--grace-period", "abc"}, 2, "", "not a duration"},
 		{"impossible timings", []string{"--quiet-period", "30s"}, 2, "", "lower --quiet-period or raise --max-wait"},
 		{"unknown flag", []string{"run", "--grace", "3s"}, 2, "", "unknown flag --grace: did you mean --grace-period?"},
-		{"status without a supervisor", []string{"status", "--socket", missing}, 1, "", "is hapsuper running?"},
+		{"status without a supervisor", []string{"status", "--socket", missing}, 1, "", "is hapsuper running? pass --status-socket"},
+		{"status --watch without a supervisor", []string{"status", "--watch", "--status-socket", missing}, 1, "", "pass --status-socket"},
 		{"status bad interval", []string{"status", "--interval", "1ms"}, 2, "", "--interval must be at least 50ms"},
 		{"status stray argument", []string{"status", "now"}, 2, "", "unexpected argument"},
 		{"missing haproxy binary", []string{"--", filepath.Join(t.TempDir(), "haproxy"), "-f", "x.cfg"}, 127, "", "not found"},
@@ -74,5 +79,51 @@ func TestStartLine(t *testing.T) {
 	}
 	if !strings.Contains(debug, "level=DEBUG") || !strings.Contains(debug, "settings.kube-proxy-sync-allowance=250ms") || !strings.Contains(debug, "settings.status-socket=") {
 		t.Errorf("the DEBUG line lacks every setting: %s", debug)
+	}
+}
+
+// A build from a checkout reports "dev", as docs/releases.md says, not the
+// "(devel)" Go records for it; a module version go install recorded is
+// reported as it is.
+func TestModuleVersion(t *testing.T) {
+	for _, tt := range []struct {
+		main string
+		ok   bool
+		want string
+	}{
+		{"(devel)", true, "dev"},
+		{"", true, "dev"},
+		{"v1.2.3", true, "v1.2.3"},
+		{"v1.2.3", false, "dev"},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Version: tt.main}}
+		if got := moduleVersion(bi, tt.ok); got != tt.want {
+			t.Errorf("moduleVersion(%q, %v) = %q, want %q", tt.main, tt.ok, got, tt.want)
+		}
+	}
+}
+
+// A frontend port another process listens on stops run before HAProxy
+// starts, with exit 2 and the fix: HAProxy's SO_REUSEPORT would otherwise
+// share the port's connections with that process without a word.
+func TestRunRefusesATakenFrontendPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte("defaults\n    mode tcp\nfrontend web\n    bind "+taken.Addr().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := exec.LookPath("true") // never run: the check comes first
+	if err != nil {
+		t.Skip("no true on the PATH")
+	}
+	code, _, errs := runArgs("run", "--routing", "off", "--master-socket", filepath.Join(dir, "m.sock"),
+		"--status-socket", filepath.Join(dir, "s.sock"), "--override-file", filepath.Join(dir, "o.cfg"), "--", bin, "-f", cfg)
+	if code != 2 || !strings.Contains(errs, "frontend web binds "+taken.Addr().String()) || !strings.Contains(errs, "stop that process or change the bind") {
+		t.Errorf("run with frontend web's port taken: exit %d, want 2 and the fix; stderr:\n%s", code, errs)
 	}
 }

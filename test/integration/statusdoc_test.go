@@ -51,7 +51,7 @@ type statusWorker struct {
 	Pid      int   `json:"pid"`
 	Old      bool  `json:"old"`
 	Sessions int64 `json:"sessions"`
-	Requests int64 `json:"requests"`
+	Requests int64 `json:"connsPlusRequests"`
 	// Connections: what quiet counts once routing is withdrawn.
 	Connections int64 `json:"connections"`
 }

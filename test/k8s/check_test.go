@@ -295,12 +295,12 @@ func TestCheck_RealCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := e.checkUntil(t, pod, good, "grants", "watch endpointslices", "denied")
-		c.want(t, 2, "grants", "watch endpointslices.discovery.k8s.io", "FAIL",
+		c.want(t, 3, "grants", "watch endpointslices.discovery.k8s.io", "FAIL",
 			"grant watch endpointslices.discovery.k8s.io to the pod's service account (deploy/overlays/endpointslices/rbac.yaml)")
 		text := e.runCheck(t, pod, abrupt, false)
 		t.Logf("hapsuper check, watch on endpointslices removed, frontend without idle-close-on-response:\n%s", text.out)
-		if text.code != 2 {
-			t.Errorf("text run: exit %d, want 2", text.code)
+		if text.code != 3 {
+			t.Errorf("text run: exit %d, want 3 (failures)", text.code)
 		}
 	})
 }
