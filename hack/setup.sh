@@ -15,6 +15,8 @@
 #                        kube-controller-manager, kube-proxy, kubelet, etcd
 #                        from the Go module proxy (~15 min cold)
 #   HAProxy 3.0/3.2/3.4  hack/haproxy-root.sh: Debian roots (~1 min each cold)
+#   charts, Helm         hack/charts.sh: the peers' chart tarballs (sha256
+#                        checked) and Helm v3.21.4 from the Go module proxy
 #   the image            hack/image.sh: the Dockerfile built by buildah (~3 min
 #                        cold, ~1.5 min with its bases cached)
 #
@@ -49,6 +51,8 @@ for v in 3.0 3.2 3.4; do
 	echo "setup: HAProxy $v root"
 	bash hack/haproxy-root.sh "$v"
 done
+echo "setup: the charts and Helm"
+bash hack/charts.sh # the peers' chart tarballs and Helm v3.21.4, for test/manifests (~5 min cold)
 echo "setup: the image"
 bash hack/image.sh
 echo "setup: the haproxytech drop-in images"

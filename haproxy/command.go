@@ -82,7 +82,8 @@ func ConfigFiles(s conf.Settings) ([]string, error) {
 }
 
 // configPath expands one -f value: a file, or a directory's regular *.cfg
-// files (symbolic links followed, as in a Kubernetes ConfigMap volume).
+// files (symbolic links followed, as in a Kubernetes ConfigMap volume) as
+// HAProxy picks them (haproxyReads).
 func configPath(name string) ([]string, error) {
 	info, err := os.Stat(name)
 	if errors.Is(err, os.ErrNotExist) {
@@ -100,7 +101,7 @@ func configPath(name string) ([]string, error) {
 	}
 	var files []string
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".cfg") {
+		if !haproxyReads(e.Name()) {
 			continue
 		}
 		path := filepath.Join(name, e.Name())
@@ -110,4 +111,13 @@ func configPath(name string) ([]string, error) {
 		files = append(files, path)
 	}
 	return files, nil
+}
+
+// haproxyReads reports whether HAProxy loads a directory's file of this
+// name: not hidden, and its first ".cfg" ends it (haproxy.c: a name
+// starting with '.', or whose strstr(".cfg") is not at its end, is
+// skipped; so is "a.cfg.cfg").
+func haproxyReads(name string) bool {
+	i := strings.Index(name, ".cfg")
+	return !strings.HasPrefix(name, ".") && i >= 0 && i+len(".cfg") == len(name)
 }

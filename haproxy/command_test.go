@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hapsuper/hapsuper/conf"
@@ -80,19 +81,24 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 func TestConfigFiles(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"haproxy.cfg":          "global\n",
-		"conf.d/20-web.cfg":    "frontend web\n",
-		"conf.d/10-global.cfg": "global\n",
-		"conf.d/README.md":     "not a config\n",
-		"conf.d/sub.cfg/x.cfg": "a directory named .cfg is skipped\n",
-		"run/override.cfg":     overrideMark + "\nglobal\n",
-		"run/users.cfg":        "global\n",
+		"haproxy.cfg":           "global\n",
+		"conf.d/20-web.cfg":     "frontend web\n",
+		"conf.d/10-global.cfg":  "global\n",
+		"conf.d/README.md":      "not a config\n",
+		"conf.d/sub.cfg/x.cfg":  "a directory named .cfg is skipped\n",
+		"conf.d/.10-hidden.cfg": "HAProxy skips a hidden file\n",
+		"conf.d/30-x.cfg.cfg":   "and a name whose first .cfg is not its end\n",
+		"run/override.cfg":      overrideMark + "\nglobal\n",
+		"run/users.cfg":         "global\n",
 	})
 	// A ConfigMap volume: the names are symbolic links into ..data.
 	writeFiles(t, dir, map[string]string{"cm/..2026_01_01/haproxy.cfg": "global\n"})
 	mustSymlink(t, "..2026_01_01", filepath.Join(dir, "cm/..data"))
 	mustSymlink(t, "..data/haproxy.cfg", filepath.Join(dir, "cm/haproxy.cfg"))
 
+	if err := syscall.Mkfifo(filepath.Join(dir, "conf.d/15-fifo.cfg"), 0o644); err != nil { // not a regular file: skipped
+		t.Fatal(err)
+	}
 	p := func(name string) string { return filepath.Join(dir, name) }
 	tests := []struct {
 		override string // --override-file, relative to the test directory; "" is run/override.cfg

@@ -3,7 +3,6 @@ package haproxy
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -116,20 +115,16 @@ func Inspect(files []string, s conf.Settings) (Inspection, error) {
 }
 
 // parseFiles parses the files as one configuration, as HAProxy does: a
-// defaults section applies to the proxies after it, in the next files too.
+// defaults section applies to the proxies after it, in the next files too
+// (readConfig says what the parser is given).
 func parseFiles(files []string) (parser.Parser, error) {
-	var all bytes.Buffer
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("read HAProxy configuration %s: %w", f, err)
-		}
-		all.Write(data)
-		all.WriteByte('\n')
+	all, err := readConfig(files)
+	if err != nil {
+		return nil, err
 	}
 	parseMu.Lock()
 	defer parseMu.Unlock()
-	p, err := parser.New(options.Reader(&all), options.UseListenSectionParsers)
+	p, err := parser.New(options.Reader(bytes.NewReader(all)), options.UseListenSectionParsers)
 	if err != nil {
 		return nil, fmt.Errorf("parse HAProxy configuration %s: %w", strings.Join(files, ", "), err)
 	}

@@ -26,12 +26,16 @@ const (
 
 // Defaults of Config; a zero field takes its default.
 const (
-	DefaultHealthzPort         = conf.DefaultKubeProxyHealthzPort
-	DefaultMinSyncPeriod       = conf.DefaultKubeProxyMinSyncPeriod
-	DefaultSyncAllowance       = conf.DefaultKubeProxySyncAllowance
-	DefaultWatchLag            = conf.WatchLag
-	DefaultConcurrency         = 32
-	DefaultRequestTimeout      = time.Second
+	DefaultHealthzPort    = conf.DefaultKubeProxyHealthzPort
+	DefaultMinSyncPeriod  = conf.DefaultKubeProxyMinSyncPeriod
+	DefaultSyncAllowance  = conf.DefaultKubeProxySyncAllowance
+	DefaultWatchLag       = conf.WatchLag
+	DefaultConcurrency    = 32
+	DefaultRequestTimeout = time.Second
+	// DefaultMetricsTimeout bounds a metrics request: kube-proxy renders
+	// its /metrics in milliseconds, and a port that does not answer must
+	// not hold the witness's slots for a healthz timeout.
+	DefaultMetricsTimeout      = 200 * time.Millisecond
 	DefaultHealthzPollInterval = 500 * time.Millisecond
 	// FastPollInterval is the MinPollInterval hapsuper runs with.
 	FastPollInterval = 200 * time.Millisecond
@@ -102,6 +106,10 @@ type Config struct {
 	Concurrency int
 	// RequestTimeout bounds one healthz request, connection included.
 	RequestTimeout time.Duration
+	// MetricsTimeout bounds one metrics request, connection included. A
+	// node whose metrics port refuses or does not answer within it is not
+	// asked for its metrics again in the drain: healthz alone judges it.
+	MetricsTimeout time.Duration
 	// PollInterval is the longest pause between two polls of one node.
 	PollInterval time.Duration
 	// MinPollInterval is the shortest: where nodes are few, each is asked
@@ -133,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.MetricsTimeout == 0 {
+		c.MetricsTimeout = DefaultMetricsTimeout
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultHealthzPollInterval
 	}
@@ -156,7 +167,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
 	case c.MetricsPort < 0 || c.MetricsPort > 65535:
 		return fmt.Errorf("check routing config: metrics port %d out of range: use 1-65535, or 0 for none", c.MetricsPort)
-	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.PollInterval < 0, c.MinPollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
+	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.MetricsTimeout < 0, c.PollInterval < 0, c.MinPollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
 		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
 	case c.Concurrency < 1:
 		return fmt.Errorf("check routing config: concurrency %d: must be at least 1", c.Concurrency)

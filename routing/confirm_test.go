@@ -109,6 +109,7 @@ type scenario struct {
 	t       *testing.T
 	proxies map[string]*fakeProxy
 	servers map[string]*httptest.Server // each node's kube-proxy healthz
+	metrics map[string]*fakeMetrics     // each node's kube-proxy metrics, with cfg.MetricsPort
 	R       time.Time
 }
 
@@ -145,7 +146,8 @@ func startScenario(t *testing.T, cfg Config, baseline bool, nodes ...string) *sc
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 1 // the proxies step one shared clock
 	}
-	s := &scenario{testObserver: newTestObserver(t, cfg, client), t: t, proxies: map[string]*fakeProxy{}, servers: map[string]*httptest.Server{}}
+	s := &scenario{testObserver: newTestObserver(t, cfg, client), t: t, proxies: map[string]*fakeProxy{}, servers: map[string]*httptest.Server{},
+		metrics: map[string]*fakeMetrics{}}
 	for i, name := range nodes {
 		p := &fakeProxy{clk: s.clk, syncs: []time.Time{t0.Add(5 * time.Second)}}
 		srv := httptest.NewServer(p)
@@ -153,6 +155,14 @@ func startScenario(t *testing.T, cfg Config, baseline bool, nodes ...string) *sc
 		s.proxies[name] = p
 		s.servers[name] = srv
 		s.routes[fmt.Sprintf("10.0.0.%d:10256", i+2)] = srv.Listener.Addr().String()
+		if cfg.MetricsPort != 0 {
+			// Up before the baseline: a port that refuses it is not asked again.
+			m := &fakeMetrics{p: p, start: t0.Add(-time.Hour)}
+			msrv := httptest.NewServer(m)
+			t.Cleanup(msrv.Close)
+			s.metrics[name] = m
+			s.routes[fmt.Sprintf("10.0.0.%d:%d", i+2, cfg.MetricsPort)] = msrv.Listener.Addr().String()
+		}
 	}
 	s.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
 	s.clk.Step(10 * time.Second)

@@ -3,7 +3,6 @@ package routing
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -39,12 +38,11 @@ func (f *fakeMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// serveMetrics routes n2's metrics port to a fakeMetrics.
+// serveMetrics is n2's metrics (the scenario serves them with
+// cfg.MetricsPort), its process started at start.
 func (s *scenario) serveMetrics(start time.Time) *fakeMetrics {
-	m := &fakeMetrics{p: s.proxies["n2"], start: start}
-	srv := httptest.NewServer(m)
-	s.t.Cleanup(srv.Close)
-	s.routes["10.0.0.2:10249"] = srv.Listener.Addr().String()
+	m := s.metrics["n2"]
+	m.p.set(func(*fakeProxy) { m.start = start })
 	return m
 }
 

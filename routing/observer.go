@@ -42,6 +42,14 @@ type Observer struct {
 	listedAt  time.Time                 // when the node list was last read
 	conns     *connSet                  // open healthz connections, per node address
 	asked     map[*judge.Node]time.Time // when each node was last asked (schedule.go)
+	// metricsBusy holds the nodes whose metrics request is in flight;
+	// metricsOff those whose metrics port refused or did not answer in
+	// time, not asked for their metrics again (readMetrics).
+	metricsBusy, metricsOff map[*judge.Node]bool
+	// metricsSlots bounds the metrics requests in flight; witnessing
+	// counts their goroutines, which Run waits for before it returns.
+	metricsSlots chan struct{}
+	witnessing   sync.WaitGroup
 	// balancerAt is when Run last asked the balancers' health checks
 	// (rounds); Run's goroutine only.
 	balancerAt time.Time
@@ -98,11 +106,15 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 		client:  client,
 		clock:   clk,
 		http:    hc,
-		metrics: &metricsClient{dial: conns.track(dial), dialTimeout: cfg.RequestTimeout / 2, now: clk.Now},
+		metrics: &metricsClient{dial: conns.track(dial), dialTimeout: cfg.MetricsTimeout, now: clk.Now},
 		conns:   conns,
 		log:     log.With("component", "routing"),
 		kick:    make(chan struct{}, 1),
 		asked:   map[*judge.Node]time.Time{},
+
+		metricsBusy:  map[*judge.Node]bool{},
+		metricsOff:   map[*judge.Node]bool{},
+		metricsSlots: make(chan struct{}, cfg.Concurrency),
 		watch: watchState{
 			services:  map[string]*corev1.Service{},
 			slices:    map[string]*storedSlice{},
@@ -174,6 +186,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	defer informing.Wait()
 	defer o.http.CloseIdleConnections()
 	defer o.metrics.CloseIdleConnections()
+	defer o.witnessing.Wait() // after cancel: each ends with its request
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before the Wait, which waits for the informers to stop
 

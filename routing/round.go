@@ -46,6 +46,7 @@ func (o *Observer) rounds(ctx context.Context) {
 func (o *Observer) confirmRound(ctx context.Context) {
 	todo := o.confirmTodo(ctx)
 	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
+	o.witnessing.Wait() // and the metrics reads it started, each within MetricsTimeout
 }
 
 // confirmTodo lists the nodes a round asks (confirmRound), reading the
@@ -88,20 +89,16 @@ func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
 	fanOutAt(ctx, clock.RealClock{}, limit, items, func(T) time.Time { return time.Time{} }, poll)
 }
 
-// pollNode reads one node's healthz, and after an answer its metrics
-// (with MetricsPort: one request after the other, so one in flight per node
-// within the round's concurrency), and records what they said.
+// pollNode reads one node's healthz and records what it said; then, with
+// MetricsPort, unless healthz alone confirmed the node, it starts the read
+// of the node's metrics (readMetrics) and returns without waiting for it:
+// a metrics port that does not answer never holds up the round, nor the
+// record of healthz's answer.
 func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 	o.mu.Lock()
 	o.asked[n] = o.clock.Now()
 	o.mu.Unlock()
 	h, sent, received, via, err := o.http.fetch(ctx, n.Addr, o.cfg.RequestTimeout)
-	var m judge.Metrics
-	var msent time.Time
-	var merr error
-	if err == nil && o.cfg.MetricsPort != 0 && ctx.Err() == nil {
-		m, msent, merr = o.metrics.fetch(ctx, metricsAddr(n.Addr, o.cfg.MetricsPort), o.cfg.RequestTimeout)
-	}
 	if ctx.Err() != nil {
 		return // shutting down: what the node said before stands
 	}
@@ -121,30 +118,106 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		n.Reconnected()
 	}
 	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
+	if o.confirmed(n, received.Sub(sent)) {
+		return
+	}
+	o.startMetrics(ctx, n)
+}
+
+// startMetrics starts the read of n's metrics after a healthz answer,
+// unless the witness is off, the node's metrics are off or already being
+// read, or Concurrency metrics requests are in flight (the next answer
+// tries again). Called with o.mu held.
+func (o *Observer) startMetrics(ctx context.Context, n *judge.Node) {
+	if o.cfg.MetricsPort == 0 || o.metricsOff[n] || o.metricsBusy[n] {
+		return
+	}
+	select {
+	case o.metricsSlots <- struct{}{}:
+	default:
+		return
+	}
+	o.metricsBusy[n] = true
+	o.witnessing.Go(func() {
+		defer func() { <-o.metricsSlots }()
+		o.readMetrics(ctx, n)
+	})
+}
+
+// readMetrics reads n's metrics within MetricsTimeout and records them
+// after the healthz answer they follow. A port that refuses or does not
+// answer in time is not asked again in the drain (said once, with the
+// node): healthz alone judges the node, and the rounds do not pay a
+// timeout per node for a witness that is not there.
+func (o *Observer) readMetrics(ctx context.Context, n *judge.Node) {
+	m, sent, err := o.metrics.fetch(ctx, metricsAddr(n.Addr, o.cfg.MetricsPort), o.cfg.MetricsTimeout)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.metricsBusy, n)
+	if ctx.Err() != nil {
+		return
+	}
+	now := o.clock.Now()
+	if o.isConfirmed(n) {
+		o.closeMetrics(n) // healthz confirmed it meanwhile
+		return
+	}
+	var silent *silentError
 	switch {
-	case o.cfg.MetricsPort == 0:
-	case merr != nil:
+	case errors.As(err, &silent):
+		o.metricsOff[n] = true
+		o.log.Info("kube-proxy metrics not read: not asked again in this drain, healthz alone judges the node", "node", n.Name, "err", err)
+	case err != nil:
 		// Healthz alone judges the node: a metrics answer missing proves
 		// nothing either way.
-		o.log.Debug("kube-proxy metrics not read", "node", n.Name, "err", merr)
-	case n.RecordMetrics(m, msent, o.clock.Now()): // in by now
-		o.log.Info("kube-proxy restarted: its metrics name a new process start", "node", n.Name, "start", m.ProcessStart)
-	}
-	if !judge.APIWithdrawn(o.watch.paths) {
-		return // a baseline: its connection is kept for the polls to come
-	}
-	if v, _ := o.judging.Rule.Node(n, judge.Targets(o.watch.paths)); v == judge.NodeConfirmed {
-		o.log.Info("kube-proxy confirmed the withdrawal", "node", n.Name, "rtt", received.Sub(sent),
-			"witness", o.judging.Rule.Witness(n, judge.Targets(o.watch.paths)))
-		// Not asked again unless a later withdrawal needs it: its kept
-		// connection (a socket and its buffer) would stay until exit.
-		o.http.closeIdle(n.Addr)
-		o.conns.close(n.Addr)
-		if o.cfg.MetricsPort != 0 {
-			ma := metricsAddr(n.Addr, o.cfg.MetricsPort)
-			o.metrics.closeIdle(ma)
-			o.conns.close(ma)
+		o.log.Debug("kube-proxy metrics not read", "node", n.Name, "err", err)
+	default:
+		switch n.RecordMetrics(m, sent, now) {
+		case judge.MetricsRestarted:
+			o.log.Info("kube-proxy metrics name a new process start", "node", n.Name, "start", m.ProcessStart)
+		case judge.MetricsReset:
+			o.log.Info("kube-proxy metrics stamp went backwards: what they said before is dropped", "node", n.Name)
+		case judge.MetricsRefused:
+			o.log.Debug("kube-proxy metrics refused: a stamp later than healthz's time allows", "node", n.Name)
 		}
+	}
+	o.confirmed(n, now.Sub(sent))
+}
+
+// confirmed says whether n is confirmed now that the drain needs it, and
+// when it is, logs it once and closes its kept connections: not asked
+// again unless a later withdrawal needs it, its sockets and buffers would
+// stay until exit. Called with o.mu held; rtt is the answer's that
+// confirmed it.
+func (o *Observer) confirmed(n *judge.Node, rtt time.Duration) bool {
+	if !o.isConfirmed(n) {
+		return false
+	}
+	o.log.Info("kube-proxy confirmed the withdrawal", "node", n.Name, "rtt", rtt,
+		"witness", o.judging.Rule.Witness(n, judge.Targets(o.watch.paths)))
+	o.http.closeIdle(n.Addr)
+	o.conns.close(n.Addr)
+	o.closeMetrics(n)
+	return true
+}
+
+// isConfirmed says whether the drain needs n and n is confirmed; a
+// baseline confirms nothing, its connection kept for the polls to come.
+// Called with o.mu held.
+func (o *Observer) isConfirmed(n *judge.Node) bool {
+	if !judge.APIWithdrawn(o.watch.paths) {
+		return false
+	}
+	v, _ := o.judging.Rule.Node(n, judge.Targets(o.watch.paths))
+	return v == judge.NodeConfirmed
+}
+
+// closeMetrics closes n's kept metrics connection, if any.
+func (o *Observer) closeMetrics(n *judge.Node) {
+	if o.cfg.MetricsPort != 0 && !o.metricsBusy[n] {
+		ma := metricsAddr(n.Addr, o.cfg.MetricsPort)
+		o.metrics.closeIdle(ma)
+		o.conns.close(ma)
 	}
 }
 

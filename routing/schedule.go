@@ -120,12 +120,14 @@ func fanOutAt[T any](ctx context.Context, clk clock.Clock, limit int, items []T,
 	}
 }
 
-// forgetAsked drops the schedule of nodes no longer in the set; called
+// forgetAsked drops the schedule, and the metrics once failed, of nodes
+// no longer in the set; called
 // with o.mu held.
 func (o *Observer) forgetAsked() {
 	for n := range o.asked {
 		if o.nodes[n.Name] != n {
 			delete(o.asked, n)
+			delete(o.metricsOff, n)
 		}
 	}
 }

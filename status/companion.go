@@ -18,6 +18,11 @@ type Companion struct {
 	LastExit   *int      `json:"lastExit,omitempty"`
 	LastExitAt time.Time `json:"lastExitAt,omitzero"`
 	NextStart  time.Time `json:"nextStart,omitzero"` // backoff: when it starts again
+	// Failing says why the companion is failing (it exits again and again
+	// after short runs, or exited with a code that stops the container);
+	// Output is then its last output lines, oldest first.
+	Failing string   `json:"failing,omitempty"`
+	Output  []string `json:"output,omitempty"`
 }
 
 // CompanionStates lists the companion's states, for metrics and docs.

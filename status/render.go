@@ -30,6 +30,12 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 	}
 	if c := s.Companion; c != nil {
 		fmt.Fprintf(tw, "companion:\t%s\n", companionLine(*c, now))
+		if c.Failing != "" {
+			fmt.Fprintf(tw, "companion FAILING:\t%s\n", c.Failing)
+			for _, line := range c.Output {
+				fmt.Fprintf(tw, "companion output:\t%s\n", line)
+			}
+		}
 	}
 	if r := s.Reloads.Last; r != nil {
 		fmt.Fprintf(tw, "last reload:\t%s\n", reloadLine(*r, now))
@@ -64,6 +70,10 @@ func Render(w io.Writer, s Snapshot, now time.Time) error {
 		if d.Detail != "" {
 			fmt.Fprintf(tw, "detail:\t%s\n", d.Detail)
 		}
+	}
+	for _, r := range d.ReloadsAfterSoftStop {
+		fmt.Fprintf(tw, "reload after soft stop:\tworker %d (%s) %s after the soft stop, by %s: %s\n",
+			r.Worker, r.Via, time.Duration(r.AfterSoftStop).Round(time.Millisecond), r.By, r.Action)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -76,3 +76,20 @@ func TestRenderCompanion(t *testing.T) {
 		t.Errorf("Render:\n%s\nwant the line %q", b.String(), want)
 	}
 }
+
+// A failing companion's line says why, with its last output lines.
+func TestRenderCompanionFailing(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC)
+	code := 0
+	s := Snapshot{Phase: drain.Serving, Companion: &Companion{State: "backoff", Restarts: 3, LastExit: &code, LastExitAt: now.Add(-time.Second),
+		NextStart: now.Add(time.Second), Failing: "3 quick exits in a row, the last 0 after 20ms", Output: []string{"E0101 cannot reach the API", "exiting"}}}
+	var b strings.Builder
+	if err := Render(&b, s, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"companion FAILING:  3 quick exits in a row, the last 0 after 20ms\n", "companion output:   E0101 cannot reach the API\n", "companion output:   exiting\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("rendered:\n%s\nwant a line %q", b.String(), want)
+		}
+	}
+}

@@ -53,6 +53,20 @@ type Drain struct {
 	// of a withdrawn verdict (the drain's self-audit); above 0 the drain
 	// cannot end routed-away.
 	LateConnections int `json:"lateConnections,omitempty"`
+	// ReloadsAfterSoftStop: workers that appeared after the soft stop (a
+	// reload hapsuper did not send), each stopped again at once.
+	ReloadsAfterSoftStop []ReloadAfterSoftStop `json:"reloadsAfterSoftStop,omitempty"`
+}
+
+// ReloadAfterSoftStop is a worker that appeared after the soft stop: it
+// binds HAProxy's listeners again until it is stopped.
+type ReloadAfterSoftStop struct {
+	At            time.Time `json:"at"`
+	AfterSoftStop Duration  `json:"afterSoftStop"` // from the (first) soft stop to At
+	Worker        int       `json:"worker"`
+	Via           string    `json:"via"`    // how it was seen: "show proc" or "a new child of the master"
+	By            string    `json:"by"`     // who reloaded, as far as hapsuper knows
+	Action        string    `json:"action"` // "soft stop sent again" or "hard stop sent again"
 }
 
 // Condition is one condition of a drain under way: quiet or routing.

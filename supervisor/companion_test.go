@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,17 +29,22 @@ func TestCompanionBackoff(t *testing.T) {
 	}
 }
 
-// fakeCompanion records what was done to the companion's process, with the
-// scenario's clock offsets; its pids count up from 500.
+// fakeCompanion records what was done to the companion's process and its
+// tree, with the scenario's clock offsets; its pids count up from 500.
+// Signals are recorded with the tree's pids then ("SIGTERM-501+601@3s"),
+// when it had any.
 type fakeCompanion struct {
 	clock *time.Time
 	did   []string // "start-500@1s", "SIGTERM-500@3s"
 	pid   int
 	fail  error // the next start's error
+	tree  []int // the tree's processes: the companion and its helpers
+	// stubborn: helpers survive SIGKILL (a process in D state).
+	stubborn bool
 }
 
 func (f *fakeCompanion) attach(c *companion) *companion {
-	c.start = func(string, []string, []string, *os.File) (int, error) {
+	c.start = func(string, []string, []string, *os.File, *syscall.SysProcAttr) (int, error) {
 		if err := f.fail; err != nil {
 			f.fail = nil
 			return 0, err
@@ -47,11 +53,44 @@ func (f *fakeCompanion) attach(c *companion) *companion {
 		f.did = append(f.did, fmt.Sprintf("start-%d@%v", 500+f.pid, f.clock.Sub(t0)))
 		return 500 + f.pid, nil
 	}
-	c.signal = func(pgid int, sig syscall.Signal) error {
-		f.did = append(f.did, fmt.Sprintf("%s-%d@%v", conf.SignalName(sig), pgid, f.clock.Sub(t0)))
-		return nil
-	}
+	c.tree = &fakeTree{f: f}
 	return c
+}
+
+// helper adds a helper process to the companion's tree.
+func (f *fakeCompanion) helper(pid int) { f.tree = append(f.tree, pid) }
+
+// gone takes pid out of the tree: it exited and was reaped.
+func (f *fakeCompanion) gone(pid int) {
+	f.tree = slices.DeleteFunc(f.tree, func(p int) bool { return p == pid })
+}
+
+// fakeTree is the companion's tree as fakeCompanion keeps it: SIGKILL
+// ends the helpers at once (unless stubborn); the companion itself ends
+// when the scenario says it exited.
+type fakeTree struct{ f *fakeCompanion }
+
+func (t *fakeTree) way() string                  { return "fake" }
+func (t *fakeTree) prepare(*syscall.SysProcAttr) {}
+func (t *fakeTree) started(pid int)              { t.f.tree = append(t.f.tree, pid) }
+func (t *fakeTree) members() ([]int, error)      { return slices.Clone(t.f.tree), nil }
+func (t *fakeTree) close() error                 { return nil }
+
+func (t *fakeTree) signal(sig syscall.Signal) ([]int, error) {
+	f := t.f
+	pids := slices.Clone(f.tree)
+	if len(pids) == 0 {
+		return nil, nil
+	}
+	var names []string
+	for _, p := range pids {
+		names = append(names, fmt.Sprint(p))
+	}
+	f.did = append(f.did, fmt.Sprintf("%s-%s@%v", conf.SignalName(sig), strings.Join(names, "+"), f.clock.Sub(t0)))
+	if sig == syscall.SIGKILL && !f.stubborn {
+		f.tree = slices.DeleteFunc(f.tree, func(p int) bool { return p < 500 || p > 500+f.pid })
+	}
+	return pids, nil
 }
 
 // companionScenario is a loop scenario with a companion whose kill delay is
@@ -68,6 +107,9 @@ func companionScenario(t *testing.T) (*scenario, *fakeCompanion) {
 
 // companionExit is the companion's exit with code, seen at the tick at off.
 func (sc *scenario) companionExit(off time.Duration, pid, code int) {
+	if f, ok := sc.l.companion.tree.(*fakeTree); ok {
+		f.f.gone(pid)
+	}
 	sc.master.others = map[int]int{pid: code}
 	sc.tick(off)
 }
@@ -173,21 +215,33 @@ func TestCompanionKillDelayFromTheDrainShare(t *testing.T) {
 // HAProxy's code.
 func TestCompanionEndsWithHAProxy(t *testing.T) {
 	sc, f := companionScenario(t)
-	signal := sc.l.companion.signal
-	sc.l.companion.signal = func(pgid int, sig syscall.Signal) error {
-		if sig == syscall.SIGKILL {
-			sc.master.others = map[int]int{pgid: 128 + int(sig)} // the next reap collects it
-		}
-		return signal(pgid, sig)
-	}
+	sc.l.companion.tree = &killedTree{fakeTree{f}, sc}
 	sc.exit(sec(2), 3)
 	f.want(t, "start-501@0s", "SIGTERM-501@2s", "SIGKILL-501@2s")
-	if st := sc.l.companion.status(); st.State != companionStopped || st.LastExit == nil || *st.LastExit != 137 {
+	if st := sc.l.companion.status(sc.clock); st.State != companionStopped || st.LastExit == nil || *st.LastExit != 137 {
 		t.Errorf("companion %+v, want stopped after SIGKILL", st)
 	}
 	if sc.l.exitCode != 3 {
 		t.Errorf("exit code %d, want HAProxy's 3", sc.l.exitCode)
 	}
+}
+
+// killedTree is a fakeTree whose SIGKILL ends the companion too, collected
+// by the next reap.
+type killedTree struct {
+	fakeTree
+	sc *scenario
+}
+
+func (t *killedTree) signal(sig syscall.Signal) ([]int, error) {
+	pids, err := t.fakeTree.signal(sig)
+	if sig == syscall.SIGKILL {
+		for _, p := range pids {
+			t.f.gone(p)
+			t.sc.master.others = map[int]int{p: 128 + int(sig)} // the next reap collects it
+		}
+	}
+	return pids, err
 }
 
 // A companion waits for HAProxy's readiness and for the master CLI's first

@@ -1,13 +1,15 @@
 package supervisor
 
 import (
+	"os"
 	"syscall"
 	"time"
 )
 
 // companionRecord is what the loop did about the companion.
 type companionRecord struct {
-	held       time.Time // the drain ended: the soft stop waits for the companion to be gone
+	held       time.Time // the soft stop waits for the companion and its tree to be gone
+	failedStop bool      // the soft stop held is the companion failure's
 	failedCode int       // the companion's code when it failed: hapsuper's exit code
 	failedAt   time.Time // when it failed; zero while it did not
 }
@@ -28,6 +30,9 @@ const companionReapPoll = 20 * time.Millisecond
 func (l *loop) startCompanion() {
 	if l.companion == nil || !l.ready || !l.reloads.counting() {
 		return
+	}
+	if l.companion.tree == nil {
+		l.companion.tree = openCompanionTree(os.Getpid(), l.ownChild, l.log)
 	}
 	now := l.now()
 	if code, failed := l.companion.ready(now); failed {
@@ -51,8 +56,19 @@ func (l *loop) reapCompanion(others map[int]int) {
 	}
 }
 
+// ownChild reports whether a child of hapsuper's (pid, in process group
+// pgid) is one of its own that is not the companion's: HAProxy's processes
+// (the master's group) and a reload's haproxy -c (its own group).
+func (l *loop) ownChild(pid, pgid int) bool {
+	if pid == l.master || pgid == l.master {
+		return true
+	}
+	return l.check != nil && (pid == l.check.pid || pgid == l.check.pid)
+}
+
 // companionFailed soft-stops HAProxy at once, as gopherd's on-failure:
-// shutdown does: the pod is not being deleted, so there is no withdrawal to
+// shutdown does, once what the companion left is reaped (it was SIGKILLed
+// as it exited): the pod is not being deleted, so there is no withdrawal to
 // wait for. HAProxy's hard-stop-after bounds the soft stop, and
 // tickCompanion hard-stops it at the stop budget; hapsuper then exits with
 // the companion's code.
@@ -61,9 +77,12 @@ func (l *loop) companionFailed(code int, now time.Time) {
 	if !l.sent.soft.IsZero() {
 		return
 	}
-	l.log.Error("soft stop: the companion failed", "pid", l.master, "companion_code", code)
-	l.signalMaster(syscall.SIGUSR1)
-	l.sent.soft = now
+	l.comp.failedStop = true
+	if l.companion.alive() {
+		l.comp.held = now
+		return
+	}
+	l.sendSoftStop(now)
 }
 
 // softStop sends the drain's soft stop, once the companion is gone: it is
@@ -78,13 +97,19 @@ func (l *loop) softStop(now time.Time) {
 }
 
 func (l *loop) sendSoftStop(now time.Time) {
-	l.comp.held = time.Time{}
+	failed := l.comp.failedStop
+	l.comp.held, l.comp.failedStop = time.Time{}, false
 	if !l.sent.soft.IsZero() {
 		return // the companion failed meanwhile: sent already
 	}
-	l.log.Info("soft stop", "pid", l.master)
+	if failed {
+		l.log.Error("soft stop: the companion failed", "pid", l.master, "companion_code", l.comp.failedCode)
+	} else {
+		l.log.Info("soft stop", "pid", l.master)
+	}
 	l.signalMaster(syscall.SIGUSR1)
 	l.sent.soft = now
+	l.softStopSent(now)
 }
 
 // tickCompanion restarts or kills the companion when its time has come,
@@ -102,7 +127,7 @@ func (l *loop) tickCompanion(now time.Time) {
 		if !c.alive() {
 			l.sendSoftStop(now)
 		} else if now.Sub(l.comp.held) >= c.killDelay+companionReapGrace {
-			l.log.Error("the companion was not reaped after SIGKILL: soft stop anyway", "pid", c.pid)
+			l.log.Error("the companion was not reaped after SIGKILL: soft stop anyway", "pid", c.pid, "left", c.left)
 			l.sendSoftStop(now)
 		}
 	}
@@ -126,7 +151,11 @@ func (l *loop) exitCodeWith(code int) int {
 // most its kill delay and companionReapGrace, for the reaper to collect it.
 func (l *loop) endCompanion() {
 	c := l.companion
-	if c == nil || !c.stop(l.now(), "haproxy exited") {
+	if c == nil {
+		return
+	}
+	defer l.closeCompanion()
+	if !c.stop(l.now(), "haproxy exited") {
 		return
 	}
 	// Counted in sleeps, not read from the loop's clock: the loop no
@@ -134,23 +163,29 @@ func (l *loop) endCompanion() {
 	steps := int((c.killDelay + companionReapGrace) / companionReapPoll)
 	for i := 1; c.alive() && i <= steps; i++ {
 		time.Sleep(companionReapPoll)
-		if time.Duration(i)*companionReapPoll >= c.killDelay {
-			c.tick(c.stopAt.Add(c.killDelay))
-		}
 		_, _, others := l.proc.Reap()
 		l.reapCompanion(others)
 		l.checkReaped(others)
+		c.tick(c.stopAt.Add(min(time.Duration(i)*companionReapPoll, c.killDelay)))
 	}
 	if c.alive() {
-		l.log.Error("the companion was not reaped after SIGKILL", "pid", c.pid)
+		l.log.Error("the companion was not reaped after SIGKILL", "pid", c.pid, "left", c.left)
 	}
 }
 
-// killCompanion SIGKILLs the companion's group: hapsuper is ending.
+// killCompanion SIGKILLs the companion's tree: hapsuper is ending.
 func (l *loop) killCompanion() {
-	if c := l.companion; c != nil && c.alive() {
-		if err := c.signal(c.pid, syscall.SIGKILL); err != nil {
-			l.log.Warn("kill companion process group failed", "pgid", c.pid, "err", err)
+	if c := l.companion; c != nil && c.tree != nil {
+		c.kill("hapsuper is ending")
+		l.closeCompanion()
+	}
+}
+
+// closeCompanion removes what held the companion's tree.
+func (l *loop) closeCompanion() {
+	if c := l.companion; c != nil && c.tree != nil {
+		if err := c.tree.close(); err != nil {
+			l.log.Warn("companion's containment not removed", "err", err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -48,6 +49,14 @@ type loop struct {
 	companion *companion
 	comp      companionRecord
 
+	// Reads the configuration again after each reload, off the loop
+	// (reinspect.go); nil until the first.
+	inspector *inspector
+	// Workers that come after the soft stop (afterstop.go); procs lists
+	// the processes in /proc, nil in tests that have none.
+	after afterSoftStop
+	procs func() ([]procStat, error)
+
 	ready    bool
 	polls    pollRecord
 	sent     stopSent
@@ -58,9 +67,10 @@ type loop struct {
 
 // pollRecord is what the master-CLI polls last told.
 type pollRecord struct {
-	last observation
-	good time.Time // when the last successful poll began
-	bad  time.Time // when the last failed poll began
+	last    observation
+	good    time.Time // when the last successful poll began
+	bad     time.Time // when the last failed poll began
+	failing time.Time // when the first failed poll since the last success began; zero while they succeed
 }
 
 // stopSent is what the loop sent to stop HAProxy, and when.
@@ -76,13 +86,42 @@ type logged struct {
 	routingDetail string
 	late          int  // late arrivals, in total
 	lbMarkedDown  bool // the balancers checking the pod marked it down
+	cliLost       bool // polls of the master CLI fail for longer than cliLostAfter
+}
+
+// cliLostAfter is how long polls of the master CLI may fail before it is
+// called lost: a master that re-executes for a reload (up to 3.0) refuses
+// its CLI for a moment, tens of ms; a reload under way may take up to
+// reloadTimeout.
+const cliLostAfter = 3 * time.Second
+
+// checkCLILost logs, once, that the master CLI has been failing longer
+// than a moment, until the soft stop (after which the master leaves).
+func (l *loop) checkCLILost(o observation) {
+	if l.polls.failing.IsZero() {
+		l.polls.failing = o.started
+	}
+	after := cliLostAfter
+	if l.reloads.underway() {
+		after = reloadTimeout
+	}
+	if l.logged.cliLost || !l.sent.soft.IsZero() || o.started.Sub(l.polls.failing) < after {
+		return
+	}
+	l.logged.cliLost = true
+	l.log.Warn("master CLI lost: polls fail; the drain cannot read HAProxy's counters until it answers",
+		"failing_s", o.started.Sub(l.polls.failing).Round(time.Millisecond).Seconds(), "err", o.obs.Err)
 }
 
 // run returns the exit code once the master is gone.
 func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observation, events <-chan notifyEvent) int {
 	tick := time.NewTicker(l.settings.PollInterval)
 	defer tick.Stop()
+	defer func() { l.inspector.stop() }() // the one a reload started, if any
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for !l.exited {
+		l.setWake(wake)
 		select {
 		case sig := <-sigs:
 			l.onSignal(sig.(syscall.Signal))
@@ -92,8 +131,12 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.onNotify(ev)
 		case out := <-l.checkOutput():
 			l.onCheckOutput(out)
+		case r := <-l.inspector.resultsCh():
+			l.onInspection(r)
 		case <-tick.C:
 			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
+		case <-wake.C:
+			l.reap() // the companion's time: step acts on it
 		case <-ctx.Done():
 			l.log.Warn("supervisor interrupted: hard stop")
 			l.signalMaster(syscall.SIGTERM)
@@ -110,13 +153,43 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 	return l.exitCode
 }
 
+// wakeClearing paces the loop while the companion's processes are being
+// reaped: what is left is read again this often.
+const wakeClearing = 20 * time.Millisecond
+
+// setWake sets wake to fire when the companion next needs the loop (its
+// next start, its kill delay's end), so that it does not wait for the
+// next tick, which comes every second while HAProxy serves.
+func (l *loop) setWake(wake *time.Timer) {
+	at := l.nextWake()
+	d := time.Hour
+	if !at.IsZero() {
+		d = max(at.Sub(l.now()), 0)
+	}
+	wake.Reset(d) // Go 1.23+: no stale value is received after Reset
+}
+
+// nextWake is when the loop must run next for the companion; zero: no
+// time of its is due.
+func (l *loop) nextWake() time.Time {
+	c := l.companion
+	if c == nil {
+		return time.Time{}
+	}
+	at := c.wake()
+	if c.clearingNow() {
+		at = l.now().Add(wakeClearing)
+	}
+	return at
+}
+
 // setPace polls the master CLI and ticks fast until HAProxy serves and its
 // workers were read, and from the stop request on; slowly while it serves.
 func (l *loop) setPace(phase drain.Phase, tick *time.Ticker) {
 	if l.pace == nil {
 		return
 	}
-	fast := phase != drain.Serving || len(l.polls.last.sample.Workers) == 0 || l.reloads.underway()
+	fast := phase != drain.Serving || len(l.polls.last.sample.Workers) == 0 || l.reloads.underway() || !l.sent.soft.IsZero()
 	if !l.pace.set(fast) {
 		return
 	}
@@ -146,10 +219,13 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		st := l.drain.Status(now)
 		l.log.Info("drain started", "signal", conf.SignalName(sig), "bound", st.BoundAt, "deadline", st.Deadline)
 	case sig == syscall.SIGHUP || sig == syscall.SIGUSR2:
-		l.requestReload(conf.SignalName(sig), now)
+		if !l.refuseReloadAfterSoftStop(conf.SignalName(sig)) {
+			l.requestReload(conf.SignalName(sig), now)
+		}
 	case sig == syscall.SIGUSR1:
 		l.log.Info("soft stop now: SIGUSR1 is not a stop signal, forwarded")
 		l.signalMaster(syscall.SIGUSR1)
+		l.softStopSent(now)
 	case sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGTERM:
 		l.log.Warn("hard stop now: drain skipped", "signal", conf.SignalName(sig))
 		l.signalMaster(syscall.SIGTERM)
@@ -169,9 +245,14 @@ func (l *loop) onObservation(o observation) {
 	if o.obs.Err != nil {
 		l.polls.bad = o.started
 		l.log.Debug("poll failed", "err", o.obs.Err)
+		l.checkCLILost(o)
 		return
 	}
-	l.polls.good = o.started
+	if l.logged.cliLost {
+		l.logged.cliLost = false
+		l.log.Info("master CLI answers again", "failing_s", o.started.Sub(l.polls.failing).Round(time.Millisecond).Seconds())
+	}
+	l.polls.good, l.polls.failing = o.started, time.Time{}
 	if !l.ready && len(o.sample.Workers) > 0 {
 		l.markReady("master CLI")
 	}
@@ -179,6 +260,7 @@ func (l *loop) onObservation(o observation) {
 		l.logReload(rec)
 	}
 	l.startCompanion()
+	l.watchAfterSoftStop(l.now(), &o)
 	l.checkSoftStop(o)
 }
 
@@ -261,8 +343,10 @@ func (l *loop) step() {
 		l.log.Warn("hard stop", "pid", l.master, "why", "deadline reached with sessions open", "sessions", l.drain.Status(now).Sessions())
 		l.signalMaster(syscall.SIGTERM)
 		l.sent.hard = now
+		l.softStopSent(now) // a drain hard-stopped without soft stop: workers after it are stopped too
 	}
 	l.tickCompanion(now)
+	l.watchAfterSoftStop(now, nil)
 	l.checkTimeout(now)
 	l.resendBlind(now)
 	if !l.sent.hard.IsZero() && !l.sent.killed && now.Sub(l.sent.hard) >= killAfter(l.settings.Margin) {
@@ -363,13 +447,13 @@ func (l *loop) publish() drain.Phase {
 	snap := status.Snapshot{
 		Phase:     st.Phase,
 		MasterPID: l.master,
-		Drain:     statusDrain(st),
+		Drain:     statusDrain(st, l.after.records),
 		Settings:  statusSettings(l.settings, l.mode),
 		Workers:   []status.Worker{},
 		Reloads:   l.reloads.snapshot(),
 	}
 	if l.companion != nil {
-		snap.Companion = l.companion.status()
+		snap.Companion = l.companion.status(now)
 	}
 	if o := l.polls.last; o.obs.Err != nil {
 		snap.PollError = o.obs.Err.Error()
@@ -384,11 +468,12 @@ func (l *loop) publish() drain.Phase {
 }
 
 // statusDrain is the drain as status shows it.
-func statusDrain(st drain.Status) status.Drain {
+func statusDrain(st drain.Status, after []status.ReloadAfterSoftStop) status.Drain {
 	d := status.Drain{
 		Phase: st.Phase, StopRequested: st.StopAt, Bound: st.BoundAt, Deadline: st.Deadline,
 		SoftStop: st.SoftStopAt, HardStop: st.HardStopAt, Exited: st.ExitedAt,
 		Reason: st.Reason, Detail: st.Detail, LateConnections: st.LateConnections,
+		ReloadsAfterSoftStop: slices.Clone(after),
 	}
 	for _, c := range st.Conditions {
 		d.Conditions = append(d.Conditions, status.Condition{Name: c.Name, Met: c.Met, Since: c.Since, Detail: c.Detail, Routing: c.Routing, PendingNodes: c.PendingNodes})

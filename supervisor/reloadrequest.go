@@ -44,7 +44,7 @@ func (l *loop) requestReload(origin string, now time.Time) {
 // stopping reports whether HAProxy was told to stop: no reload is sent then.
 func (l *loop) stopping(now time.Time) bool {
 	ph := l.drain.Status(now).Phase
-	return ph == drain.Stopping || ph == drain.Exited || l.exited
+	return ph == drain.Stopping || ph == drain.Exited || l.exited || !l.sent.soft.IsZero()
 }
 
 // checkOutput is the channel the running check's output arrives on; nil

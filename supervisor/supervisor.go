@@ -182,7 +182,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	sv.log.Info("haproxy started", "pid", master, "argv", argv, "notify", notify)
 	var comp *companion
 	if companionPath != "" {
-		out := os.Stderr
+		out, tail := os.Stderr, &lineTail{}
 		if sv.logOut != nil {
 			raw := sv.logOut
 			if sv.logJSON {
@@ -192,12 +192,14 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 				sv.log.Warn("cannot relay the companion's output: it writes to hapsuper's stderr directly", "err", err)
 			} else {
 				defer cr.w.Close()
+				tail.hook(cr)
 				out = cr.w
 				actors = append(actors, func(ctx context.Context) error { return cr.run(ctx.Done()) })
 			}
 		}
 		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, withoutEnv(env, "NOTIFY_SOCKET")), out,
 			s.CompanionKillDelay, s.CompanionBackoff, s.CompanionBackoffMax, sv.log)
+		comp.tail = tail
 	}
 
 	log := sv.log.With("component", "supervisor")
@@ -216,6 +218,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		reloads:   newReloads(),
 		reloading: &reloadSeen{},
 		companion: comp,
+		procs:     func() ([]procStat, error) { return listProcs(procRoot) },
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
 			// The check must not speak on HAProxy's notify socket.
 			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
@@ -262,7 +265,10 @@ func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 		return haproxy.Inspection{}, err
 	}
 	insp, err := haproxy.Inspect(files, s)
-	if err != nil {
+	switch {
+	case errors.Is(err, haproxy.ErrNotInspected): // HAProxy may load it: no frontend known graceful
+		sv.log.Warn("configuration not inspected", "err", err)
+	case err != nil:
 		return haproxy.Inspection{}, err
 	}
 	for _, w := range insp.Warnings {

@@ -16,11 +16,15 @@ import (
 // answer timings drawn from a seed. The property: a node judged confirmed
 // at t (our clock) had its rules drop the pod at or before t. Liveness,
 // loosely: a run without a freeze or a restart, whose baseline answered,
-// is confirmed within modelLiveBound of the change.
+// is confirmed within modelLiveBound of the change. With the metrics
+// witness, whether kube-proxy or another listener answers on the metrics
+// port: the same healthz answers judged without the metrics never confirm
+// before the node is, and another listener never confirms it.
 
 // The observer's settings the driver copies (routing/config.go).
 const (
 	modelTimeout   = time.Second // RequestTimeout
+	modelMTimeout  = 200 * ms    // MetricsTimeout
 	modelPollMin   = 100 * time.Millisecond
 	modelPollMax   = 600 * time.Millisecond
 	modelHorizon   = 20 * time.Second
@@ -49,8 +53,28 @@ type modelDriver struct {
 	n       *Node
 	conn    *modelConn
 	metrics bool
+	// metricsOff: a metrics request timed out or was refused; the node's
+	// metrics are not asked again (pollNode's once-failed rule).
+	metricsOff bool
+	// impostor: another listener answers on the metrics port (kube-proxy's
+	// own binds loopback): a start older than any connection, no change
+	// pending, and stamps no healthz answer carries.
+	impostor modelImpostor
+	// alone is the same node judged on the same healthz answers without
+	// the metrics: the witness must never confirm later than it.
+	alone   *Node
 	targets map[discovery.AddressType]time.Time
 }
+
+// modelImpostor is what answers on the metrics port.
+type modelImpostor int
+
+const (
+	modelKubeProxyMetrics modelImpostor = iota
+	modelNoStamps                       // an exporter with a process start and a zero gauge, no kube-proxy stamp
+	modelOldStamps                      // rising stamps, none of them healthz's
+	modelFarFuture                      // a stamp in the year 5000
+)
 
 // delay is one way of a request or answer: mostly quick, now and then
 // slow enough to make an answer slower than quickAnswer.
@@ -112,6 +136,7 @@ func (d *modelDriver) poll(sent time.Time) time.Time {
 func (d *modelDriver) failed(e *PollError, sent, now time.Time) time.Time {
 	d.tl.add(now, "observer", "healthz sent R%s failed: %s", modelOff(d.tl.R, sent), e.Msg)
 	d.n.Failed(e, sent, now)
+	d.alone.Failed(e, sent, now)
 	return now
 }
 
@@ -127,24 +152,44 @@ func (d *modelDriver) answered(c *modelConn, h Healthz, sent, served, received t
 		modelOff(d.tl.R, sent), modelOff(d.tl.R, served), d.describe(h), kept, reconnected)
 	if reconnected {
 		d.n.Reconnected()
+		d.alone.Reconnected()
 	}
 	d.n.Record(h, sent, received, d.rule.Allowance, kept)
-	if !d.metrics {
+	d.alone.Record(h, sent, received, d.rule.Allowance, kept)
+	if !d.metrics || d.metricsOff {
 		return received
 	}
 	to, back := d.delay(), d.delay()
 	arrive := received.Add(to)
-	if d.m.alive(arrive) < 0 {
-		d.tl.add(arrive.Add(back), "observer", "metrics refused")
+	if d.impostor == modelKubeProxyMetrics && d.m.alive(arrive) < 0 {
+		d.tl.add(arrive.Add(back), "observer", "metrics refused: not asked again")
+		d.metricsOff = true
 		return arrive.Add(back)
 	}
-	mserved := d.m.served(arrive, received, false)
+	mserved := arrive
+	if d.impostor == modelKubeProxyMetrics {
+		mserved = d.m.served(arrive, received, false)
+	}
 	ready := mserved.Add(back)
-	if ready.Sub(received) > modelTimeout {
-		d.tl.add(received.Add(modelTimeout), "observer", "metrics sent R%s timed out", modelOff(d.tl.R, received))
-		return received.Add(modelTimeout)
+	if ready.Sub(received) > modelMTimeout {
+		d.tl.add(received.Add(modelMTimeout), "observer", "metrics sent R%s timed out: not asked again", modelOff(d.tl.R, received))
+		d.metricsOff = true
+		return received.Add(modelMTimeout)
 	}
 	mm := d.m.metrics(mserved)
+	switch d.impostor {
+	case modelNoStamps:
+		mm = Metrics{ProcessStart: d.tl.R.Add(-24 * time.Hour), HasPending: true}
+	case modelOldStamps:
+		// Rising with the time served, an hour behind it: before any
+		// stamp healthz shows in a run.
+		old := mserved.Add(d.m.skew - time.Hour)
+		mm = Metrics{ProcessStart: d.tl.R.Add(-24 * time.Hour), HasPending: true,
+			Synced: map[discovery.AddressType]time.Time{modelV4: old}}
+	case modelFarFuture:
+		mm = Metrics{ProcessStart: d.tl.R.Add(-24 * time.Hour), HasPending: true,
+			Synced: map[discovery.AddressType]time.Time{modelV4: time.Date(5000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	}
 	d.tl.add(ready, "observer", "metrics sent R%s served R%s: start R%s, pending %d, synced %s",
 		modelOff(d.tl.R, received), modelOff(d.tl.R, mserved), modelOff(d.tl.R, mm.ProcessStart.Add(-d.m.skew)), mm.Pending, d.describeSynced(mm))
 	d.n.RecordMetrics(mm, received, ready)
@@ -182,15 +227,17 @@ type modelResult struct {
 	unseen    []string
 	witness   string // what confirmed it (Rule.Witness)
 	metrics   bool   // the metrics witness was read
+	impostor  modelImpostor
 	polls     int
 	tl        *modelTimeline
+	lost      string // healthz alone confirmed, with the witness not yet
 }
 
 // newModel draws a run's kube-proxy and faults from seed.
 // firstAsk is the observer's first request: a freeze begins after it,
 // since one before it, unseen, would break the rule's premises (it can
 // hold the change past D without a stall to show for it).
-func newModel(seed uint64, rule Rule, tl *modelTimeline, firstAsk time.Time, metrics bool) (*kubeProxyModel, string) {
+func newModel(seed uint64, rule Rule, tl *modelTimeline, firstAsk time.Time) (*kubeProxyModel, string) {
 	rng := rand.New(rand.NewPCG(seed, 0x6b7562652d70726f))
 	R := tl.R
 	m := &kubeProxyModel{rng: rng, tl: tl, rule: rule, R: R,
@@ -243,7 +290,7 @@ func newModel(seed uint64, rule Rule, tl *modelTimeline, firstAsk time.Time, met
 	// the process is dead (a restart's kill to its listen).
 	restart := rng.IntN(2) == 0
 	if restart {
-		m.restartAt(R.Add(time.Duration(rng.Int64N(int64(8*time.Second)))-3*time.Second), metrics)
+		m.restartAt(R.Add(time.Duration(rng.Int64N(int64(8*time.Second))) - 3*time.Second))
 	}
 	freezes := [...]int{0, 0, 1, 1, 2}[rng.IntN(5)]
 	for range freezes {
@@ -302,17 +349,19 @@ func (m *kubeProxyModel) placeFreeze(f *modelFreeze) bool {
 // restartAt kills the process at kill and starts another: refused until
 // it listens, its SyncLoop's start stamp, its informers' list.
 //
-// Without the metrics witness, a start stamp within [R − Lag, R + D)
-// first seen on a new connection is judged as a sync (rules 2–3), and
-// silence confirms it if the new process's lists take longer than
-// MinSync: docs/routing.md names this the known limit of healthz alone.
-// There, the model lists within MinSync of the stamp.
-func (m *kubeProxyModel) restartAt(kill time.Time, metrics bool) {
+// A start stamp within [R − Lag, R + D) first seen on a new connection
+// is judged as a sync (rules 2–3), and silence confirms it if the new
+// process's lists take longer than MinSync: docs/routing.md names this
+// the known limit of healthz. The metrics witness cannot close it: the
+// new process has no sync stamp yet, so nothing ties its metrics to
+// healthz's answers, and an untied answer counts for nothing. There, the
+// model lists within MinSync of the stamp.
+func (m *kubeProxyModel) restartAt(kill time.Time) {
 	rng := m.rng
 	r := &modelRestart{kill: kill, listen: kill.Add(time.Duration(rng.Int64N(int64(1500 * ms))))}
 	r.syncLoop = r.listen.Add(time.Duration(rng.Int64N(int64(500 * ms))))
 	r.list = r.listen.Add(time.Duration(rng.Int64N(int64(2 * time.Second))))
-	if !metrics && !r.syncLoop.Before(m.R.Add(-m.rule.Lag)) && r.syncLoop.Before(m.R.Add(m.rule.Allowance)) {
+	if !r.syncLoop.Before(m.R.Add(-m.rule.Lag)) && r.syncLoop.Before(m.R.Add(m.rule.Allowance)) {
 		r.list = minTime(r.list, r.syncLoop.Add(m.rule.MinSync))
 	}
 	m.restart = r
@@ -335,11 +384,16 @@ func runModel(seed uint64, rule Rule) modelResult {
 	if baseline {
 		asked = R.Add(-time.Duration(rng.Int64N(int64(1500 * ms))))
 	}
-	m, faults := newModel(seed, modelRule, tl, asked, metrics)
-	d := &modelDriver{rng: rng, m: m, tl: tl, rule: rule, n: NewNode("n1", "10.0.0.1:10256"),
+	m, faults := newModel(seed, modelRule, tl, asked)
+	d := &modelDriver{rng: rng, m: m, tl: tl, rule: rule, n: NewNode("n1", "10.0.0.1:10256"), alone: NewNode("n1", "10.0.0.1:10256"),
 		metrics: metrics, targets: map[discovery.AddressType]time.Time{modelV4: R}}
-	res := modelResult{seed: seed, faults: faults, baseline: baseline, tl: tl, metrics: metrics}
-	tl.add(R, "observer", "withdrawn in the API (R); metrics witness %v, baseline %v", metrics, baseline)
+	if metrics {
+		// Its own stream: the seeds' runs stay what they were.
+		d.impostor = [...]modelImpostor{modelKubeProxyMetrics, modelKubeProxyMetrics, modelKubeProxyMetrics,
+			modelNoStamps, modelOldStamps, modelFarFuture}[rand.New(rand.NewPCG(seed, 0x696d706f73746f72)).IntN(6)]
+	}
+	res := modelResult{seed: seed, faults: faults, baseline: baseline, tl: tl, metrics: metrics, impostor: d.impostor}
+	tl.add(R, "observer", "withdrawn in the API (R); metrics witness %v (impostor %d), baseline %v", metrics, d.impostor, baseline)
 
 	next := asked
 	for next.Before(R.Add(modelHorizon)) {
@@ -348,11 +402,16 @@ func runModel(seed uint64, rule Rule) modelResult {
 		res.polls++
 		if !end.Before(R) {
 			v, why := rule.Node(d.n, d.targets)
+			alone, _ := rule.Node(d.alone, d.targets)
 			m.advance(end.Add(time.Nanosecond))
 			tl.add(end, "judge", "%s %s", [...]string{"CONFIRMED", "unverified", "pending"}[v], why)
 			if v == NodeConfirmed {
 				res.confirmed, res.witness = end, rule.Witness(d.n, d.targets)
 				break
+			}
+			if alone == NodeConfirmed && res.lost == "" {
+				// The same healthz answers without the metrics confirm.
+				res.lost = fmt.Sprintf("seed %d: healthz alone confirmed at R%s, with the metrics witness not\n%s", seed, modelOff(R, end), tl)
 			}
 		}
 		next = maxTime(asked.Add(modelPollMin+time.Duration(rng.Int64N(int64(modelPollMax-modelPollMin)+1))), end)
@@ -379,6 +438,8 @@ func modelLate(res modelResult) string {
 	switch {
 	case res.violation != "":
 		return res.violation
+	case res.lost != "":
+		return res.lost
 	case res.faults == "none" && res.baseline && (res.confirmed.IsZero() || res.confirmed.Sub(res.tl.R) > modelLiveBound):
 		return fmt.Sprintf("seed %d: no fault and a baseline, yet not confirmed within %v of R\n%s", res.seed, modelLiveBound, res.tl)
 	}
@@ -395,6 +456,7 @@ func TestModelSoundness(t *testing.T) {
 	type tally struct{ runs, confirmed, byMetrics int }
 	count := map[string]*tally{}
 	var slowest, latest time.Duration
+	impostors := 0
 	for seed := range uint64(seeds) {
 		res := runModel(seed, modelRule)
 		if why := modelLate(res); why != "" {
@@ -412,6 +474,12 @@ func TestModelSoundness(t *testing.T) {
 		c.confirmed++
 		if res.witness == WitnessMetrics {
 			c.byMetrics++
+			if res.impostor != modelKubeProxyMetrics {
+				t.Fatalf("seed %d: confirmed by the metrics of a listener that is not kube-proxy (%d)\n%s", seed, res.impostor, res.tl)
+			}
+		}
+		if res.impostor != modelKubeProxyMetrics {
+			impostors++
 		}
 		slowest = max(slowest, res.confirmed.Sub(res.truth))
 		if res.faults == "none" {
@@ -422,6 +490,7 @@ func TestModelSoundness(t *testing.T) {
 		t.Logf("%-18s %4d runs, %4d confirmed (%d by the metrics witness)", k, c.runs, c.confirmed, c.byMetrics)
 	}
 	t.Logf("confirmed at most %v after the rules dropped the pod; without a fault at most R+%v", slowest, latest)
+	t.Logf("%d confirmed runs had another listener on the metrics port, none confirmed by it", impostors)
 }
 
 // TestModelCatchesWeakRules: the model and its properties can fail. The

@@ -132,10 +132,10 @@ type Node struct {
 	// nothing does not tie the next one to a process that stamped a sync.
 	connStamped bool
 	metrics     metricsFacts // what kube-proxy's metrics said (witness.go)
-	// restarted: the metrics named a new process since the last answer;
-	// the next new lastUpdated may be its start stamp, whatever
-	// connection it comes on.
-	restarted bool
+	// healthzAhead is how far the node's clock was ahead of ours at the
+	// last healthz answer: its currentTime less its request's sending
+	// (RecordMetrics bounds the metrics' stamps read after it by it).
+	healthzAhead time.Duration
 }
 
 // NewNode is a node not asked yet. Without an address it is unverified:
@@ -283,8 +283,9 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		return
 	}
 	sameProcess = sameProcess && n.connStamped
-	failed := (n.failed && !sameProcess) || n.restarted
-	n.answered, n.problem, n.failed, n.restarted = true, nil, false, false
+	failed := n.failed && !sameProcess
+	n.answered, n.problem, n.failed = true, nil, false
+	n.healthzAhead = h.CurrentTime.Sub(sent)
 	n.connStamped = len(h.Families) > 0
 	if !sameProcess || n.connFirst.IsZero() {
 		n.connFirst = h.CurrentTime
@@ -488,13 +489,6 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
-			case v == NodeConfirmed && f.firstAnswer && n.sameProcess():
-				// Silence after a stamp first seen on a new connection
-				// assumes it is a sync (docs/routing.md's known limit of
-				// healthz alone); the metrics of the process that
-				// answered say it is not: a start stamp, its first sync
-				// still waiting for the informers' lists.
-				v, w = NodePending, "lastUpdated first seen on a new connection is no sync in kube-proxy's metrics: it may be a restarted kube-proxy's start; waiting for a later one"
 			case v == NodePending && ru.pendingSynced(n, f, fam, resumed):
 				v, witness = NodeConfirmed, WitnessMetrics
 			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, r, resumed):

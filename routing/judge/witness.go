@@ -36,7 +36,9 @@ type Metrics struct {
 // sameSync bounds how far after healthz's per-family stamp the metrics'
 // stamp of the same sync is: kube-proxy sets the two one after the other
 // (iptables/proxier.go: healthzServer.Updated, then SetToCurrentTime),
-// microseconds apart; a sync takes far longer than this.
+// microseconds apart, in one clock; a sync takes far longer than this.
+// A metrics stamp this close after a healthz lastUpdated of its family
+// ties the metrics to the process that answers healthz.
 const sameSync = 10 * time.Millisecond
 
 // startSlack is the resolution of process_start_time_seconds (/proc's
@@ -59,27 +61,38 @@ type metricsFacts struct {
 	start time.Time       // process_start_time_seconds; zero until read
 	fams  []metricsFamily // the families with a successful sync seen
 	zeros []zeroRead      // answers with 0 pending changes, oldest first
-	// seq counts the stamps taken, every family: a family's newest stamp
-	// and an answer with no pending change are ordered by it.
+	// seq counts the stamps taken, every family: a stamp and an answer
+	// with no pending change are ordered by it.
 	seq uint64
 }
 
 // metricsFamily is the successful syncs seen of one family, oldest first:
-// a stamp is taken only when newer than the last, so the last is the
-// newest; seq is the metricsFacts.seq at which it was taken.
+// stamps only rise, so the last is the newest.
 type metricsFamily struct {
 	fam    discovery.AddressType
-	stamps []time.Time
-	seq    uint64
+	stamps []metricsStamp
+}
+
+// metricsStamp is one sync stamp read, taken when metricsFacts.seq became
+// seq. tied: a healthz lastUpdated of its family, from the process the
+// metrics came from, matched it (sameSync): only a tied stamp, and an
+// answer that carried one, count (any listener on the node's metrics
+// port can serve a start time older than healthz's connection; only
+// kube-proxy serves healthz's stamps).
+type metricsStamp struct {
+	at   time.Time
+	seq  uint64
+	tied bool
 }
 
 // zeroRead is an answer that had no pending change: sent at our clock,
-// taken when seq stamps had been. A family whose newest stamp has a
-// larger seq had a successful sync newer than the one it carried, or had
-// none then.
+// taken when seq stamps had been, carrying the stamps numbered carried
+// (0: none). A stamp of a family with a larger seq is a successful sync
+// newer than the one the answer carried, or the first.
 type zeroRead struct {
 	sent, received time.Time
 	seq            uint64
+	carried        [2]uint64
 }
 
 // family is fam's syncs seen; nil when none.
@@ -92,20 +105,67 @@ func (mf *metricsFacts) family(fam discovery.AddressType) *metricsFamily {
 	return nil
 }
 
+// newest is fam's newest stamp; nil when none.
+func (mf *metricsFacts) newest(fam discovery.AddressType) *metricsStamp {
+	if f := mf.family(fam); f != nil && len(f.stamps) > 0 {
+		return &f.stamps[len(f.stamps)-1]
+	}
+	return nil
+}
+
 // take keeps a successful sync of fam stamped t, when it is newer than
-// the newest kept.
-func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time) {
+// the newest kept (the caller has reset the facts for an older one), and
+// returns the seq of the stamp that holds t.
+func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time) uint64 {
 	f := mf.family(fam)
 	if f == nil {
 		mf.fams = append(mf.fams, metricsFamily{fam: fam})
 		f = &mf.fams[len(mf.fams)-1]
 	}
-	if len(f.stamps) > 0 && !t.After(f.stamps[len(f.stamps)-1]) {
-		return
+	if len(f.stamps) > 0 && !t.After(f.stamps[len(f.stamps)-1].at) {
+		return f.stamps[len(f.stamps)-1].seq
 	}
 	mf.seq++
-	f.seq = mf.seq
-	f.stamps = appendBounded(f.stamps, t, maxMetricsStamps)
+	f.stamps = appendBounded(f.stamps, metricsStamp{at: t, seq: mf.seq}, maxMetricsStamps)
+	return mf.seq
+}
+
+// stamp is the kept stamp numbered seq; nil when none is (dropped, or 0).
+func (mf *metricsFacts) stamp(seq uint64) *metricsStamp {
+	if seq == 0 {
+		return nil
+	}
+	for i := range mf.fams {
+		for j := range mf.fams[i].stamps {
+			if s := &mf.fams[i].stamps[j]; s.seq == seq {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// tied says whether any stamp kept is tied: the metrics come from the
+// process that stamped healthz.
+func (mf *metricsFacts) tied() bool {
+	for i := range mf.fams {
+		for _, s := range mf.fams[i].stamps {
+			if s.tied {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// zeroTied says whether the answer z carried a tied stamp.
+func (mf *metricsFacts) zeroTied(z zeroRead) bool {
+	for _, seq := range z.carried {
+		if s := mf.stamp(seq); s != nil && s.tied {
+			return true
+		}
+	}
+	return false
 }
 
 // appendBounded appends v to s, first dropping the oldest when s holds
@@ -118,46 +178,85 @@ func appendBounded[T any](s []T, v T, max int) []T {
 	return append(s, v)
 }
 
+// MetricsNote is what RecordMetrics made of an answer, for the log.
+type MetricsNote int
+
+// The notes.
+const (
+	MetricsTaken     MetricsNote = iota // kept
+	MetricsRestarted                    // kept; a new process start after a tied one: a restart
+	MetricsReset                        // kept, after dropping what the metrics said before: a stamp went backwards
+	MetricsRefused                      // not kept: no process start, no healthz answer before it, or a stamp later than that answer allows
+)
+
 // RecordMetrics keeps a metrics answer whose request was sent at sent and
-// whose answer was in by received (our clock). A
-// process start other than the one read before is a restart, even when no
-// poll failed: the next new healthz lastUpdated may be the new instance's
-// start stamp, and what the old process's metrics said is dropped. It
-// says whether it saw a restart (for the log).
-func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) (restarted bool) {
-	if m.ProcessStart.IsZero() {
-		return false // without it no answer can be tied to a process
+// whose answer was in by received (our clock), read after the node's last
+// healthz answer (Record). What it says counts only when tied to healthz:
+// a stamp matching a healthz lastUpdated of its family (sameSync), the
+// answer's or a later one's.
+//
+// Refused whole: an answer without a process start, or with a stamp later
+// than the last healthz answer's currentTime plus the time from that
+// request's sending to this answer's receipt (the node's clock runs as
+// ours) plus stepTolerance. kube-proxy stamps a sync with the time it
+// ends; a later stamp is no sync of it, and taken it would stand as the
+// newest for the process's life.
+//
+// A stamp older than the newest kept of its family (the node's clock
+// stepped back, or a restart its start time does not show) drops what the
+// metrics said before and is kept. A process start other than the one
+// read before drops what the old process's metrics said. It marks no
+// healthz stamp: healthz's own rules see a restart (the failed poll, the
+// closed connection, the first answer on a new one), and marking by the
+// metrics' start, read late, held syncs that healthz alone confirmed.
+func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) MetricsNote {
+	if m.ProcessStart.IsZero() || !n.answered {
+		return MetricsRefused
 	}
+	bound := received.Add(n.healthzAhead + stepTolerance)
+	for _, t := range m.Synced {
+		if t.After(bound) {
+			return MetricsRefused
+		}
+	}
+	note := MetricsTaken
 	mf := &n.metrics
 	if !mf.start.IsZero() && absDuration(m.ProcessStart.Sub(mf.start)) >= startSlack {
-		restarted = true
-		n.restarted = true
-		for i := range n.syncs {
-			// A stamp healthz showed at or after the new start may be
-			// that instance's start stamp.
-			if f := &n.syncs[i]; !f.metricsSync && !f.lastUpdated.Before(m.ProcessStart.Add(-startSlack)) {
-				f.startStamp = true
-			}
+		// Another process: kube-proxy restarted (its healthz shows it as a
+		// failed poll, a closed connection or a first answer on a new
+		// one), or another listener answers.
+		if mf.tied() {
+			note = MetricsRestarted
 		}
 		*mf = metricsFacts{}
 	}
-	mf.start = m.ProcessStart
 	for fam, t := range m.Synced {
-		if !t.IsZero() {
-			mf.take(fam, t)
+		if s := mf.newest(fam); s != nil && !t.IsZero() && t.Before(s.at) {
+			*mf = metricsFacts{}
+			if note == MetricsTaken {
+				note = MetricsReset
+			}
+			break
+		}
+	}
+	mf.start = m.ProcessStart
+	var carried [2]uint64
+	i := 0
+	for fam, t := range m.Synced {
+		if !t.IsZero() && i < len(carried) {
+			carried[i] = mf.take(fam, t)
+			i++
 		}
 	}
 	if m.HasPending && m.Pending == 0 {
-		mf.zeros = appendBounded(mf.zeros, zeroRead{sent: sent, received: received, seq: mf.seq}, maxZeroReads)
+		mf.zeros = appendBounded(mf.zeros, zeroRead{sent: sent, received: received, seq: mf.seq, carried: carried}, maxZeroReads)
 	}
-	if n.sameProcess() {
-		for i := range n.syncs {
-			if f := &n.syncs[i]; !f.metricsSync {
-				f.metricsSync = mf.synced(f.fam, f.lastUpdated, n.connFirst)
-			}
+	for i := range n.syncs {
+		if f := &n.syncs[i]; !f.metricsSync {
+			f.metricsSync = mf.synced(f.fam, f.lastUpdated, n.connFirst)
 		}
 	}
-	return restarted
+	return note
 }
 
 // sameProcess says whether the metrics came from the process that
@@ -170,14 +269,15 @@ func (n *Node) sameProcess() bool {
 
 // synced says whether a healthz lastUpdated of fam is a successful sync
 // in the metrics of the process that answered healthz first at connFirst:
-// a metrics stamp at most sameSync after it.
+// a metrics stamp at most sameSync after it, which it then ties.
 func (mf *metricsFacts) synced(fam discovery.AddressType, lastUpdated, connFirst time.Time) bool {
 	if mf.start.IsZero() || connFirst.IsZero() || mf.start.After(connFirst.Add(startSlack)) {
 		return false
 	}
 	if f := mf.family(fam); f != nil {
-		for _, t := range f.stamps {
-			if d := t.Sub(lastUpdated); d >= 0 && d <= sameSync {
+		for i := range f.stamps {
+			if d := f.stamps[i].at.Sub(lastUpdated); d >= 0 && d <= sameSync {
+				f.stamps[i].tied = true
 				return true
 			}
 		}
@@ -185,29 +285,31 @@ func (mf *metricsFacts) synced(fam discovery.AddressType, lastUpdated, connFirst
 	return false
 }
 
-// pendingSynced is the pending-changes rule: an answer of the process
-// that answers healthz had no pending change, sent at least D after our
-// receipt r (kube-proxy had the change by then, D being its lag behind us
-// plus a sync), and a later answer shows a successful sync newer than the
-// one it carried. The 0 says a sync took the change; it is set when the
-// sync starts, so only a sync completed after it proves the rules hold it.
-// A sync that completed before that answer proves nothing here: the
+// pendingSynced is the pending-changes rule: a tied answer of the
+// process that answers healthz had no pending change, sent at least D
+// after our receipt r (kube-proxy had the change by then, D being its lag
+// behind us plus a sync), and a tied stamp of fam is newer than the one it
+// carried. The 0 says a sync took the change; it is set when the sync
+// starts, so only a sync completed after it proves the rules hold it. A
+// sync that completed before that answer proves nothing here: the
 // healthz rules judge it.
 func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r time.Time) bool {
 	if !f.healthy || !n.sameProcess() {
 		return false
 	}
 	mf := &n.metrics
-	latest := mf.family(fam)
-	if latest == nil {
+	fm := mf.family(fam)
+	if fm == nil {
 		return false
 	}
 	for _, z := range mf.zeros {
-		if z.sent.Before(r.Add(ru.Allowance)) {
+		if z.sent.Before(r.Add(ru.Allowance)) || !mf.zeroTied(z) {
 			continue
 		}
-		if latest.seq > z.seq { // a stamp newer than the answer's, or its first
-			return true
+		for _, s := range fm.stamps {
+			if s.tied && s.seq > z.seq { // newer than the answer's, or its first
+				return true
+			}
 		}
 	}
 	return false
@@ -215,8 +317,8 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 
 // pendingQuiet is the silence rule sped up by the pending gauge, for an
 // ambiguous sync S (Rule.ambiguous: it may predate the change) of a
-// kube-proxy that runs one family. An answer of the process that answers
-// healthz had no pending change, sent at least D after from (our receipt
+// kube-proxy that runs one family. A tied answer of the process that
+// answers healthz, carrying S, had no pending change, sent at least D after from (our receipt
 // r, or after a stall its catch-up: Node.resumed), when S was its newest
 // successful sync; and a quick healthz answer sent at least D after that
 // answer was in still showed S, with no stall of the node since the zero
@@ -239,17 +341,17 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 		return false
 	}
 	mf := &n.metrics
-	fm := mf.family(f.fam)
-	if fm == nil || len(fm.stamps) == 0 {
+	s := mf.newest(f.fam)
+	// S must be the newest sync the metrics hold, tied to healthz.
+	if s == nil || !s.tied {
 		return false
 	}
-	// S must be the newest sync the metrics hold.
-	if d := fm.stamps[len(fm.stamps)-1].Sub(f.lastUpdated); d < 0 || d > sameSync {
+	if d := s.at.Sub(f.lastUpdated); d < 0 || d > sameSync {
 		return false
 	}
 	for _, z := range mf.zeros {
-		if z.sent.Before(from.Add(ru.Allowance)) || z.seq < fm.seq {
-			continue // too early, or S was not yet its newest sync
+		if z.sent.Before(from.Add(ru.Allowance)) || (z.carried[0] != s.seq && z.carried[1] != s.seq) {
+			continue // too early, or the answer did not carry S as its newest sync
 		}
 		quiet := z.received.Add(ru.Allowance)
 		if f.lastQuick.Before(quiet) {

@@ -13,7 +13,7 @@ import (
 // process started at `start`, its last successful IPv4 sync at `sync`
 // (offsets from t0), with `pending` changes pending (-1: not in the
 // answer).
-func (s *nodeScenario) metrics(at, start, sync time.Duration, pending int) bool {
+func (s *nodeScenario) metrics(at, start, sync time.Duration, pending int) MetricsNote {
 	m := Metrics{ProcessStart: s.t0.Add(start), Synced: map[discovery.AddressType]time.Time{
 		discovery.AddressTypeIPv4: s.t0.Add(sync)}, Pending: max(pending, 0), HasPending: pending >= 0}
 	return s.n.RecordMetrics(m, s.t0.Add(at), s.t0.Add(at+5*ms))
@@ -41,13 +41,15 @@ func TestWitnessStampEqualsMetricsSync(t *testing.T) {
 	s.expectWitness(WitnessMetrics)
 }
 
-// The metrics read first, then healthz: the stamp is matched on arrival.
+// The metrics read first, then healthz: a sync completed between a
+// healthz answer and the metrics read after it shows in the metrics first;
+// the stamp is matched when healthz shows it.
 func TestWitnessMetricsBeforeHealthz(t *testing.T) {
 	s := newNodeScenario(t)
-	s.answer(500*ms, 10*ms, 400*ms) // a baseline on another connection
-	s.metrics(520*ms, -hour, 1400*ms+20*time.Microsecond, 0)
+	s.answer(1400*ms, 10*ms, 400*ms)
+	s.metrics(1415*ms, -hour, 1410*ms+20*time.Microsecond, 0)
 	s.fresh = true
-	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.answer(1500*ms, 10*ms, 1410*ms)
 	s.expect(NodeConfirmed, "")
 	s.expectWitness(WitnessMetrics)
 }
@@ -81,68 +83,73 @@ func TestWitnessMetricsFromAnotherProcess(t *testing.T) {
 	s.expect(NodePending, "first seen on a new connection")
 }
 
-// A new process start in the metrics is a restart even when no healthz
-// poll failed: the next new lastUpdated may be its start stamp.
-func TestWitnessRestartWithoutFailedPoll(t *testing.T) {
+// A new process start in the metrics drops what the old one's said and
+// holds no healthz stamp: healthz's own rules see a restart (a failed
+// poll, a closed connection, a first answer on a new one), and a later
+// stamp on the connection that answered before is a sync.
+func TestWitnessNewStartHoldsNothing(t *testing.T) {
 	s := newNodeScenario(t)
 	s.answer(500*ms, 10*ms, 400*ms)
-	if s.metrics(520*ms, -hour, 400*ms, 0) {
-		t.Fatal("the first metrics answer taken for a restart")
+	if got := s.metrics(520*ms, -hour, 400*ms+20*time.Microsecond, 0); got != MetricsTaken {
+		t.Fatalf("the first metrics answer: note %d, want taken", got)
 	}
-	if !s.metrics(1300*ms, 1200*ms, 400*ms, 0) {
-		t.Fatal("a new process start not taken for a restart")
+	if got := s.metrics(1300*ms, 1200*ms, 400*ms, 0); got != MetricsRestarted {
+		t.Fatalf("a new process start after a tied one: note %d, want restarted", got)
 	}
-	s.answer(1500*ms, 10*ms, 1450*ms) // late, and no poll failed
-	s.expect(NodePending, "restarted kube-proxy's start")
-	// Its first sync, seen in its metrics, is a sync.
-	s.metrics(1600*ms, 1200*ms, 1550*ms, 0)
-	s.answer(1700*ms, 10*ms, 1550*ms)
+	if s.n.metrics.tied() {
+		t.Error("the old process's stamps kept after a new start")
+	}
+	s.answer(1500*ms, 10*ms, 1450*ms)
 	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessHealthz)
 }
 
-// A restart also marks a stamp healthz showed after the new start.
-func TestWitnessRestartMarksSeenStamp(t *testing.T) {
-	s := newNodeScenario(t)
-	s.metrics(500*ms, -hour, 400*ms, 0)
-	s.answer(510*ms, 10*ms, 400*ms)
-	s.answer(1500*ms, 10*ms, 1450*ms) // a new stamp on the same connection
-	s.metrics(1520*ms, 1400*ms, 400*ms, -1)
-	s.expect(NodePending, "restarted kube-proxy's start")
-}
-
-// No pending change, read D after the change from the process healthz
-// answers for, then a newer successful sync: that sync holds the change,
-// though healthz's last stamp is ambiguous.
+// No pending change, read D after the change in an answer tied to healthz,
+// then a newer successful sync, tied when healthz shows it: that sync
+// holds the change, though healthz, its request 70 ms on the way, places
+// it before R + D.
 func TestWitnessPendingZeroThenSync(t *testing.T) {
-	s := newNodeScenario(t)
+	s := newNodeScenario(t) // R = t0+1s
 	s.answer(500*ms, 10*ms, 400*ms)
 	s.answer(1100*ms, 10*ms, 1050*ms) // in flight at the change
 	s.expect(NodePending, "may predate the change")
-	s.metrics(1200*ms, -hour, 1050*ms, 0) // too soon after the change
-	s.metrics(1210*ms, -hour, 1100*ms, 0)
+	s.metrics(1200*ms, -hour, 1050*ms+20*time.Microsecond, 0) // too soon after the change
 	s.expect(NodePending, "may predate the change")
-	s.metrics(1300*ms, -hour, 1100*ms, 0) // D after it: kube-proxy had it
+	s.metrics(1260*ms, -hour, 1050*ms+20*time.Microsecond, 0) // D after it: kube-proxy had it
 	s.expect(NodePending, "may predate the change")
-	s.metrics(1320*ms, -hour, 1310*ms, 0) // a sync completed after that read
+	h := Healthz{CurrentTime: s.t0.Add(1340 * ms), Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(1300 * ms), Healthy: true}}}
+	s.n.Record(h, s.t0.Add(1270*ms), s.t0.Add(1345*ms), s.rule.Allowance, true)
+	s.expect(NodePending, "may predate the change")
+	s.metrics(1345*ms, -hour, 1300*ms+20*time.Microsecond, 0) // the sync after that read, tied
 	s.expect(NodeConfirmed, "")
 	s.expectWitness(WitnessMetrics)
 }
 
-// Pending changes, or none from another process, confirm nothing.
+// Pending changes, or none from another process, or none in an answer
+// tied to no healthz stamp, confirm nothing.
 func TestWitnessPendingNotZero(t *testing.T) {
-	s := newNodeScenario(t)
-	s.answer(500*ms, 10*ms, 400*ms)
-	s.answer(1100*ms, 10*ms, 1050*ms)
-	s.metrics(1300*ms, -hour, 1100*ms, 1)
-	s.metrics(1320*ms, -hour, 1310*ms, 1)
-	s.expect(NodePending, "may predate the change")
-
-	s = newNodeScenario(t)
-	s.answer(500*ms, 10*ms, 400*ms)
-	s.answer(1100*ms, 10*ms, 1050*ms)
-	s.metrics(2600*ms, 2000*ms, 2100*ms, 0) // started after the connection's first answer
-	s.metrics(2620*ms, 2000*ms, 2500*ms, 0)
-	s.expect(NodePending, "may predate the change")
+	for _, tc := range []struct {
+		name                string
+		start, zero, synced time.Duration
+		pending             int
+	}{
+		{"changes pending", -hour, 1050*ms + 20*time.Microsecond, 1300*ms + 20*time.Microsecond, 1},
+		{"another process", 2000 * ms, 1050*ms + 20*time.Microsecond, 1300*ms + 20*time.Microsecond, 0},
+		{"untied zero", -hour, 1070 * ms, 1300*ms + 20*time.Microsecond, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newNodeScenario(t)
+			s.answer(500*ms, 10*ms, 400*ms)
+			s.answer(1100*ms, 10*ms, 1050*ms)
+			s.metrics(1260*ms, tc.start, tc.zero, tc.pending)
+			h := Healthz{CurrentTime: s.t0.Add(1340 * ms), Families: map[discovery.AddressType]FamilyHealth{
+				discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(1300 * ms), Healthy: true}}}
+			s.n.Record(h, s.t0.Add(1270*ms), s.t0.Add(1345*ms), s.rule.Allowance, true)
+			s.metrics(1345*ms, tc.start, tc.synced, tc.pending)
+			s.expect(NodePending, "may predate the change")
+		})
+	}
 }
 
 // After a failed poll a new lastUpdated may be a start stamp; the metrics
@@ -174,19 +181,21 @@ func TestScenarioMetricsWitnessNamed(t *testing.T) {
 		"confirmed by kube-proxy on 2 nodes (witness: healthz on 1, metrics on 1: n2)")
 }
 
-// An answer with no pending change read before any successful sync of the
-// family was stamped, then one that shows a sync: that sync is newer than
-// what the first answer carried (none), so it holds the change.
-func TestWitnessPendingZeroBeforeFirstStamp(t *testing.T) {
+// An answer with no pending change and no sync stamp ties to no healthz
+// answer: any exporter with a process start serves one. Its zero counts
+// for nothing, whatever stamp comes after.
+func TestWitnessPendingZeroWithoutStamp(t *testing.T) {
 	s := newNodeScenario(t)
 	s.answer(500*ms, 10*ms, 400*ms)
 	s.answer(1100*ms, 10*ms, 1050*ms)
-	none := Metrics{ProcessStart: s.t0.Add(-hour), HasPending: true} // the stamp's gauge still 0
+	none := Metrics{ProcessStart: s.t0.Add(-hour), HasPending: true}
 	s.n.RecordMetrics(none, s.t0.Add(1300*ms), s.t0.Add(1305*ms))
 	s.expect(NodePending, "may predate the change")
-	s.metrics(1320*ms, -hour, 1310*ms, 1) // a sync, with a change pending again
-	s.expect(NodeConfirmed, "")
-	s.expectWitness(WitnessMetrics)
+	h := Healthz{CurrentTime: s.t0.Add(1340 * ms), Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(1310 * ms), Healthy: true}}}
+	s.n.Record(h, s.t0.Add(1270*ms), s.t0.Add(1345*ms), s.rule.Allowance, true)
+	s.metrics(1345*ms, -hour, 1310*ms+20*time.Microsecond, 1)
+	s.expect(NodePending, "may predate the change")
 }
 
 // A node keeps the last maxMetricsStamps stamps and maxZeroReads answers
@@ -209,11 +218,12 @@ func TestWitnessBoundedHistory(t *testing.T) {
 	s.answer(500*ms, 10*ms, 400*ms)
 	s.answer(1100*ms, 10*ms, 1050*ms)
 	for i := range maxZeroReads + 2 {
-		s.metrics(1300*ms+time.Duration(i)*10*ms, -hour, 1100*ms, 0)
+		s.metrics(1300*ms+time.Duration(i)*10*ms, -hour, 1050*ms+20*time.Microsecond, 0)
+	}
+	if got := len(s.n.metrics.zeros); got != maxZeroReads {
+		t.Errorf("%d answers with no pending change kept, want %d", got, maxZeroReads)
 	}
 	s.expect(NodePending, "may predate the change")
-	s.metrics(1500*ms, -hour, 1450*ms, 1)
-	s.expect(NodeConfirmed, "")
 }
 
 // pendingQuietScenario: the baseline at R−100ms on the connection that
@@ -324,22 +334,33 @@ func TestWitnessPendingQuietNotForASyncBeforeTheChange(t *testing.T) {
 // The metrics witness on: a kube-proxy restarted just before the baseline
 // stamped its SyncLoop's start at R−46ms, and the baseline's answer, first
 // on its connection, shows it; its metrics hold no IPv4 sync (a start
-// stamp is never a metrics timestamp) while its informers list, until
-// R+1.7s, and the old instance's rules pick the pod. The stamp is no sync
-// in the metrics: silence after it proves nothing.
-func TestWitnessFirstAnswerStartStampWithMetrics(t *testing.T) {
+// stamp is never a metrics timestamp) while its informers list. Nothing
+// ties those metrics to healthz's answers (a listener that is not
+// kube-proxy serves the same), so they count for nothing: the node is
+// judged as healthz alone judges it, answer by answer — here silence
+// confirms the stamp, docs/routing.md's known limit of healthz.
+func TestWitnessUntiedMetricsChangeNothing(t *testing.T) {
 	s := newNodeScenario(t) // R = t0+1s
+	alone := &nodeScenario{t: t, t0: s.t0, n: NewNode("n1", "10.0.0.1:10256"), rule: s.rule, r: s.r}
 	noSync := func(at time.Duration) {
 		s.n.RecordMetrics(Metrics{ProcessStart: s.t0.Add(700 * ms), HasPending: true,
 			Synced: map[discovery.AddressType]time.Time{}}, s.t0.Add(at), s.t0.Add(at+5*ms))
 	}
-	for at := 900 * ms; at <= 2700*ms; at += 200 * ms {
+	confirmed := false
+	for at := 900 * ms; at <= 2900*ms; at += 200 * ms {
 		s.answer(at, 10*ms, 954*ms)
+		alone.answer(at, 10*ms, 954*ms)
 		noSync(at + 15*ms)
-		s.expect(NodePending, "")
+		want, _ := alone.rule.Node(alone.n, map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r})
+		got, why := s.rule.Node(s.n, map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r})
+		if got != want {
+			t.Fatalf("at t0+%v: verdict %d (%q) with untied metrics, %d with healthz alone", at, got, why, want)
+		}
+		confirmed = confirmed || got == NodeConfirmed
 	}
-	s.answer(2900*ms, 10*ms, 2750*ms) // its first sync, on the same connection
-	s.expect(NodeConfirmed, "")
+	if !confirmed {
+		t.Error("never confirmed: the scenario no longer reaches the silence rule")
+	}
 }
 
 // The pending rule's quiet form with both families, after a slow answer.
@@ -387,4 +408,62 @@ func TestWitnessPendingZeroAfterStall(t *testing.T) {
 	s.expect(NodePending, "no sync since the change")
 	s.metrics(3200*ms, -hour, 3050*ms, 0) // that sync's stamp: it lacked the change
 	s.expect(NodePending, "no sync since the change")
+}
+
+// A listener on the metrics port other than the process healthz answers
+// for: kube-proxy binds metrics on 127.0.0.1 by default, so any
+// hostNetwork pod may answer on the node's address, and its start, older
+// than healthz's connection, proves nothing. Its stamps match no healthz
+// lastUpdated; its "no pending change", then "a newer sync", must not
+// confirm a node whose healthz shows no sync since the change.
+func TestWitnessImpostorConfirmsNothing(t *testing.T) {
+	s := newNodeScenario(t) // R = t0+1s
+	s.answer(500*ms, 10*ms, -5*time.Second)
+	s.metrics(515*ms, -hour, -30*time.Second, 1)
+	for at := 1300 * ms; at <= 2500*ms; at += 200 * ms {
+		s.answer(at, 10*ms, -5*time.Second)
+		s.metrics(at+15*ms, -hour, at-100*ms, 0) // a newer stamp each time, none healthz's
+		s.expect(NodePending, "no sync since the change")
+	}
+	s.expectWitness("")
+}
+
+// A stamp later than the healthz answer just before it (plus the time
+// since that request and stepTolerance) is no sync of the process healthz
+// answers for: the answer is refused. Taken, it would have stood as the
+// newest sync for the process's life, and no later stamp, being older,
+// would have been read.
+func TestWitnessFarFutureStampRefused(t *testing.T) {
+	s := newNodeScenario(t) // R = t0+1s
+	s.answer(500*ms, 10*ms, 400*ms)
+	far := Metrics{ProcessStart: s.t0.Add(-hour), HasPending: true,
+		Synced: map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: time.Date(5000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	s.n.RecordMetrics(far, s.t0.Add(515*ms), s.t0.Add(520*ms))
+	s.fresh = true
+	s.answer(1500*ms, 10*ms, 1400*ms) // first on a new connection: needs the metrics
+	s.expect(NodePending, "first seen on a new connection")
+	s.metrics(1515*ms, -hour, 1400*ms+20*time.Microsecond, 0)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+}
+
+// A stamp older than the newest read resets what the metrics said rather
+// than being ignored until the clock passes the newest. Here kube-proxy
+// restarted 1.7 s after its previous start while the node's clock stepped
+// back 2 s: the two starts read 0.3 s apart (one process, by the start
+// time's resolution), and the new process's first sync reads 1 s before
+// the old one's.
+func TestWitnessBackwardsStampAfterRestart(t *testing.T) {
+	s := newNodeScenario(t) // R = t0+1s
+	s.answer(500*ms, 10*ms, 400*ms)
+	s.metrics(515*ms, -500*ms, 400*ms+20*time.Microsecond, 0)
+	s.n.Failed(&PollError{Msg: "connection refused"}, s.t0.Add(1100*ms), s.t0.Add(1101*ms))
+	step := -2 * time.Second
+	h := Healthz{CurrentTime: s.t0.Add(1505*ms + step), Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(1400*ms + step), Healthy: true}}}
+	s.n.Record(h, s.t0.Add(1500*ms), s.t0.Add(1510*ms), s.rule.Allowance, false)
+	s.expect(NodePending, "restarted kube-proxy's start")
+	s.metrics(1515*ms, 1200*ms+step, 1400*ms+step+20*time.Microsecond, 0)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
 }

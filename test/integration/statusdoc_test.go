@@ -30,6 +30,11 @@ type statusDoc struct {
 			Since  string `json:"since"`
 			Detail string `json:"detail"`
 		} `json:"conditions"`
+		ReloadsAfterSoftStop []struct {
+			Worker  int
+			Via, By string
+			Action  string
+		} `json:"reloadsAfterSoftStop"`
 	} `json:"drain"`
 	Workers []statusWorker `json:"workers"`
 	Reloads struct {
