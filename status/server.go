@@ -55,7 +55,9 @@ type Server struct {
 	closing chan struct{} // closed by Close
 
 	mu    sync.Mutex
-	conns map[*net.UnixConn]bool // being handled, for Close to cut; true: a watch
+	conns map[*net.UnixConn]bool // being handled, for Close to cut; true: a watch or a reload
+
+	asks chan<- ReloadAsk // reloads asked on the socket go there (reloadask.go); nil: refused
 }
 
 // Listen creates the socket at path (mode 0600, a stale file is replaced).
@@ -86,7 +88,8 @@ func Private[T any](listen func() (T, error)) (T, error) {
 
 // RemoveStaleSocket removes the unix socket a previous run left at path,
 // and nothing else: a regular file, a directory or a symbolic link there
-// is someone else's, and is an error that says so.
+// is someone else's, and a socket that still answers is a live process's
+// (another hapsuper, another HAProxy): each is an error that says so.
 func RemoveStaleSocket(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -98,10 +101,39 @@ func RemoveStaleSocket(path string) error {
 	if fi.Mode().Type() != os.ModeSocket {
 		return fmt.Errorf("%s exists and is not a socket (%v): hapsuper will not delete it; remove it or choose another path", path, fi.Mode().Type())
 	}
+	if SocketAnswers(path) {
+		return fmt.Errorf("%s answers: a running process serves it (another hapsuper?): hapsuper will not remove it; stop that process or choose another path", path)
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// answerTimeout bounds SocketAnswers' connect.
+const answerTimeout = time.Second
+
+// SocketAnswers reports whether a process may listen on the unix socket
+// at path (a stream socket takes a connection, a datagram socket has a
+// reader bound): a socket that answers is never stale. Only a refused
+// connection (nobody bound: the kernel says so at once) or no file at
+// all is an answer of no; anything else (a full backlog, a timeout) is a
+// live process's.
+func SocketAnswers(path string) bool {
+	for _, network := range []string{"unix", "unixgram"} {
+		c, err := net.DialTimeout(network, path, answerTimeout)
+		switch {
+		case err == nil:
+			c.Close()
+			return true
+		case errors.Is(err, syscall.EPROTOTYPE): // a socket of the other type
+			continue
+		case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, os.ErrNotExist):
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // Serve accepts connections until Close. It returns nil after Close, once
@@ -224,6 +256,12 @@ func (s *Server) handle(conn *net.UnixConn) {
 			return
 		}
 		s.watch(conn, enc, every)
+	case req == "reload" || strings.HasPrefix(req, "reload "):
+		if !s.startWatch(conn) { // it holds its connection as a watch does
+			enc.Encode(ReloadReply{Error: fmt.Sprintf("too many watches and reloads (%d at once): try again later", maxWatchers)})
+			return
+		}
+		s.askReload(conn, enc, strings.TrimSpace(strings.TrimPrefix(req, "reload")))
 	default:
 		enc.Encode(Snapshot{Error: fmt.Sprintf("unknown request %q: send \"status\\n\"", truncate(req, 32))})
 	}

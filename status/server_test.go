@@ -213,3 +213,39 @@ func TestListenKeepsWhatIsNotASocket(t *testing.T) {
 	}
 	srv.Close()
 }
+
+// A socket that answers is a live process's: Listen refuses to replace it
+// (a second hapsuper took the first one's status socket so) and leaves it
+// serving; a stale datagram socket is told apart from a live one too.
+func TestListenKeepsASocketThatAnswers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "status.sock")
+	live, err := Listen(path, NewBoard(Snapshot{Phase: "serving"}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go live.Serve()
+	defer live.Close()
+	if _, err := Listen(path, NewBoard(Snapshot{}), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "answers") {
+		t.Fatalf("Listen over a live status socket: %v, want a refusal", err)
+	}
+	if s, err := Fetch(path, 5*time.Second); err != nil || s.Phase != "serving" {
+		t.Fatalf("the first server no longer answers: %+v, %v", s, err)
+	}
+
+	gram := filepath.Join(dir, "notify.sock")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: gram, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !SocketAnswers(gram) {
+		t.Errorf("a bound datagram socket does not answer")
+	}
+	ln.Close()
+	if SocketAnswers(gram) {
+		t.Errorf("a stale datagram socket answers")
+	}
+	if err := RemoveStaleSocket(gram); err != nil {
+		t.Errorf("remove a stale datagram socket: %v", err)
+	}
+}

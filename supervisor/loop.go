@@ -43,6 +43,7 @@ type loop struct {
 	check      *reloadCheck
 	queued     string
 	startCheck func(origin string, now time.Time) (*reloadCheck, error)
+	asks       <-chan status.ReloadAsk // reloads asked on the status socket; nil in tests
 
 	// The companion (--companion), nil without one, and what the loop
 	// does about it (companionloop.go).
@@ -131,6 +132,8 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.onNotify(ev)
 		case out := <-l.checkOutput():
 			l.onCheckOutput(out)
+		case a := <-l.asks:
+			l.askReload(a, l.now())
 		case r := <-l.inspector.resultsCh():
 			l.onInspection(r)
 		case <-tick.C:
@@ -348,6 +351,7 @@ func (l *loop) step() {
 	l.tickCompanion(now)
 	l.watchAfterSoftStop(now, nil)
 	l.checkTimeout(now)
+	l.sendHeld(now)
 	l.resendBlind(now)
 	if !l.sent.hard.IsZero() && !l.sent.killed && now.Sub(l.sent.hard) >= killAfter(l.settings.Margin) {
 		l.log.Error("haproxy did not exit after the hard stop: killing its process group", "pid", l.master)

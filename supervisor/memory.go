@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/haproxy"
 )
 
@@ -95,4 +96,17 @@ func (sv *Supervisor) companionEnv(root string, env []string) []string {
 	}
 	sv.log.Info("memory limit for the companion", "limit_bytes", limit, "companion-memory-share", share, "GOMEMLIMIT", strconv.FormatInt(mb, 10)+"MiB")
 	return append(slices.Clone(env), "GOMEMLIMIT="+strconv.FormatInt(mb, 10)+"MiB")
+}
+
+// checkMemoryShares checks the memory shares together: HAProxy's and the
+// companion's (when there is one) must add up to at most the whole limit,
+// else both may grow past it and the kernel's OOM killer, not their own
+// limits, ends the container.
+func checkMemoryShares(s conf.Settings) error {
+	h, c := s.HAProxyMemoryShare, s.CompanionMemoryShare
+	if s.Companion == "" || h == 0 || c == 0 || h+c <= 100 {
+		return nil
+	}
+	return fmt.Errorf("--haproxy-memory-share %d (%s) and --companion-memory-share %d (%s) add up to %d%% of the container's memory limit: lower them to at most 100 together (gopherd's images give 66 and 33)",
+		h, conf.EnvName("haproxy-memory-share"), c, conf.EnvName("companion-memory-share"), h+c)
 }

@@ -121,3 +121,39 @@ func TestCompanionEnv(t *testing.T) {
 		})
 	}
 }
+
+// The shares are checked together: HAProxy's and the companion's may not
+// add up to more than the whole limit; the error names both flags and
+// their variables. Without a companion its share is moot.
+func TestCheckMemoryShares(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		companion           string
+		haproxy, companions int
+		ok                  bool
+	}{
+		{"gopherd's 66 and 33", "/ctl", 66, 33, true},
+		{"exactly the whole", "/ctl", 50, 50, true},
+		{"more than the whole", "/ctl", 80, 40, false},
+		{"one share off", "/ctl", 100, 0, true},
+		{"no companion", "", 80, 40, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := checkMemoryShares(conf.Settings{Companion: c.companion, HAProxyMemoryShare: c.haproxy, CompanionMemoryShare: c.companions})
+			if c.ok {
+				if err != nil {
+					t.Errorf("checkMemoryShares: %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("checkMemoryShares accepted shares above 100 %")
+			}
+			for _, want := range []string{"--haproxy-memory-share", "--companion-memory-share", "HAPSUPER_HAPROXY_MEMORY_SHARE", "120%"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}

@@ -32,6 +32,7 @@ type reloads struct {
 	totals  status.Reloads
 
 	check *status.Reload // the reload being checked (haproxy -c runs), or nil
+	held  bool           // check passed before the master's reload count was first read: sent once it is
 
 	// The reload sent or seen whose outcome is awaited, or nil.
 	inflight  *status.Reload
@@ -43,6 +44,11 @@ type reloads struct {
 	// them (reinspect.go), sorted and joined; inspected: one was read.
 	warnings  string
 	inspected bool
+
+	// Who waits for an outcome (reloads asked over the status socket):
+	// for the next check (queued), the check under way, and the reload in
+	// flight. Each is answered once, when the reload that serves it ends.
+	asks struct{ queued, check, inflight []status.ReloadAsk }
 }
 
 // How long a reload may take to show its outcome (see reloads).
@@ -60,6 +66,28 @@ func (r *reloads) counting() bool { return r.counted >= 0 }
 // checking records a reload asked of hapsuper, whose check starts now.
 func (r *reloads) checking(now time.Time, origin string) {
 	r.check = &status.Reload{At: now, Result: status.ReloadChecking, Origin: origin}
+	r.asks.check, r.asks.queued = append(r.asks.check, r.asks.queued...), nil
+}
+
+// wait has ask answered by the next reload checked: a check under way
+// read the files before ask came, so it does not serve it.
+func (r *reloads) wait(ask status.ReloadAsk) { r.asks.queued = append(r.asks.queued, ask) }
+
+// abandon answers every ask not yet sent (queued or being checked) with
+// why no reload serves it.
+func (r *reloads) abandon(why string) {
+	answer(append(r.asks.queued, r.asks.check...), status.ReloadReply{Error: why})
+	r.asks.queued, r.asks.check = nil, nil
+}
+
+// answer sends reply to every ask; Done is buffered, the send never blocks.
+func answer(asks []status.ReloadAsk, reply status.ReloadReply) {
+	for _, a := range asks {
+		select {
+		case a.Done <- reply:
+		default:
+		}
+	}
 }
 
 // refused ends the reload being checked: its check failed and nothing was
@@ -71,16 +99,23 @@ func (r *reloads) refused(now time.Time, detail string) status.Reload {
 		rec = &status.Reload{At: now, Origin: "SIGUSR2"}
 	}
 	r.totals.Last = rec
-	return r.end(rec, now, status.ReloadRefused, 0, detail)
+	ended := r.end(rec, now, status.ReloadRefused, 0, detail)
+	answer(r.asks.check, status.ReloadReply{Reload: &ended})
+	r.asks.check = nil
+	return ended
 }
 
 // dropped forgets the reload being checked: it passed, but HAProxy is
 // stopping by then, so it was not sent.
-func (r *reloads) dropped() { r.check = nil }
+func (r *reloads) dropped() {
+	r.check = nil
+	answer(r.asks.check, status.ReloadReply{Error: "the reload passed its check, but HAProxy is stopping by now: it was not sent"})
+	r.asks.check = nil
+}
 
 // sent records the SIGUSR2 of the reload that was checked. A reload under
-// way that hapsuper did not send is superseded: the outcome seen next is
-// this one's.
+// way is superseded: the outcome seen next is this one's, and whoever
+// waited for the superseded one gets it (it serves the files they wrote).
 func (r *reloads) sent(now time.Time) {
 	rec := r.check
 	r.check = nil
@@ -89,6 +124,7 @@ func (r *reloads) sent(now time.Time) {
 	}
 	rec.Result = status.ReloadReloading
 	r.totals.Last, r.inflight = rec, rec
+	r.asks.inflight, r.asks.check = append(r.asks.inflight, r.asks.check...), nil
 	r.sentAt, r.countedAt, r.failedAt = now, time.Time{}, r.failed
 }
 
@@ -159,7 +195,10 @@ func (r *reloads) remember(s runtimeapi.Sample) {
 func (r *reloads) finish(now time.Time, res status.ReloadResult, worker int, detail string) status.Reload {
 	rec := r.inflight
 	r.inflight = nil
-	return r.end(rec, now, res, worker, detail)
+	ended := r.end(rec, now, res, worker, detail)
+	answer(r.asks.inflight, status.ReloadReply{Reload: &ended})
+	r.asks.inflight = nil
+	return ended
 }
 
 // end sets rec's outcome and counts it.

@@ -8,24 +8,35 @@ import (
 	"github.com/hapsuper/hapsuper/status"
 )
 
-// A reload asked of hapsuper (SIGHUP, SIGUSR2) goes:
+// A reload asked of hapsuper (SIGHUP, SIGUSR2, a "reload" on the status
+// socket) goes:
 //
 //	requestReload → haproxy -c (startCheck) → output and exit (onCheckOutput,
 //	checkReaped) → finishCheck: SIGUSR2 to the master when the check passed,
 //	"reload refused" when it failed → reloads.observe: ok or failed
 //
 // One check runs at a time; a request during a check is queued and checked
-// once it ends (the files may have changed again). A check that passes
-// once HAProxy is stopping is not sent.
+// once it ends (the files may have changed again): requests queued
+// together share that reload, and whoever asked on the status socket gets
+// its outcome. A check that passes once HAProxy is stopping is not sent.
 
-// requestReload starts the check of a reload asked by the signal named
-// origin, or queues it behind the check under way.
+// askReload takes a reload asked over the status socket (gopherd, s6-svc):
+// the next reload checked answers it with its outcome (reloads.wait).
+func (l *loop) askReload(a status.ReloadAsk, now time.Time) {
+	l.reloads.wait(a)
+	l.requestReload(a.Origin, now)
+}
+
+// requestReload starts the check of a reload asked by origin (a signal's
+// name, or the asker over the status socket), or queues it behind the
+// check under way.
 func (l *loop) requestReload(origin string, now time.Time) {
 	if l.stopping(now) {
 		l.log.Info("reload ignored: HAProxy is stopping", "signal", origin)
+		l.reloads.abandon("HAProxy is stopping: no reload is sent now")
 		return
 	}
-	if l.check != nil {
+	if l.check != nil || l.reloads.held {
 		l.log.Info("reload queued: the previous one is being checked", "signal", origin)
 		l.queued = origin
 		return
@@ -106,11 +117,44 @@ func (l *loop) finishCheck() {
 	case l.stopping(now):
 		l.reloads.dropped()
 		l.log.Info("reload not sent: HAProxy is stopping", "signal", c.origin)
+	case !l.reloads.counting():
+		// Sent now, the reload would fall into the baseline of the
+		// master's reload count (the first sample) and never be seen.
+		l.reloads.held = true
+		l.log.Info("reload checked: held until the master CLI has been read once", "signal", c.origin, "check_s", now.Sub(c.started).Seconds())
+		return
 	default:
 		l.log.Info("reload checked: sending it to HAProxy", "signal", c.origin, "check_s", now.Sub(c.started).Seconds())
 		l.signalMaster(syscall.SIGUSR2)
 		l.reloads.sent(now)
 	}
+	l.startQueued(now)
+}
+
+// sendHeld sends the reload held for the master's first sample once it
+// was read (or drops it once HAProxy is stopping), then starts the queued
+// one.
+func (l *loop) sendHeld(now time.Time) {
+	switch {
+	case !l.reloads.held:
+		return
+	case l.stopping(now):
+		l.reloads.held = false
+		l.reloads.dropped()
+		l.log.Info("reload not sent: HAProxy is stopping")
+	case l.reloads.counting():
+		l.reloads.held = false
+		l.log.Info("reload checked: sending it to HAProxy")
+		l.signalMaster(syscall.SIGUSR2)
+		l.reloads.sent(now)
+	default:
+		return
+	}
+	l.startQueued(now)
+}
+
+// startQueued starts the check of the reload queued behind the last one.
+func (l *loop) startQueued(now time.Time) {
 	if q := l.queued; q != "" {
 		l.queued = ""
 		l.requestReload(q, now)

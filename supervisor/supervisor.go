@@ -94,6 +94,14 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	// of HAProxy's 0). Such signals fill the buffered channel and are
 	// dropped.
 	signal.Notify(sigs, watchedSignals(s.StopSignals)...)
+	if err := checkMemoryShares(s); err != nil {
+		return ExitConfig, err
+	}
+	lock, err := sv.lockRuntimeDir() // one hapsuper per runtime directory (instancelock.go)
+	if err != nil {
+		return ExitConfig, err
+	}
+	defer lock.release()
 	path, err := resolve(s.HAProxy[0])
 	if err != nil {
 		return exitCodeOf(err), err
@@ -184,11 +192,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	if companionPath != "" {
 		out, tail := os.Stderr, &lineTail{}
 		if sv.logOut != nil {
-			raw := sv.logOut
-			if sv.logJSON {
-				raw = nil
-			}
-			if cr, err := newCompanionRelay(raw, sv.log); err != nil {
+			if cr, err := newCompanionRelay(sv.logOut, sv.logJSON, sv.log); err != nil {
 				sv.log.Warn("cannot relay the companion's output: it writes to hapsuper's stderr directly", "err", err)
 			} else {
 				defer cr.w.Close()
@@ -197,7 +201,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 				actors = append(actors, func(ctx context.Context) error { return cr.run(ctx.Done()) })
 			}
 		}
-		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, withoutEnv(env, "NOTIFY_SOCKET")), out,
+		comp = newCompanion(companionPath, s.CompanionArgs, sv.companionEnv(cgroupRoot, shimEnv(withoutEnv(env, "NOTIFY_SOCKET"), s)), out,
 			s.CompanionKillDelay, s.CompanionBackoff, s.CompanionBackoffMax, sv.log)
 		comp.tail = tail
 	}
@@ -224,6 +228,9 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 			return startReloadCheck(argv, withoutEnv(env, "NOTIFY_SOCKET"), origin, now)
 		},
 	}
+	asks := make(chan status.ReloadAsk)
+	srv.TakeReloads(asks)
+	l.asks = asks
 	if rt != nil {
 		actors = append(actors, rt.Run)
 	}

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,92 +30,105 @@ func TestGopherdRefusesOtherForms(t *testing.T) {
 	}
 }
 
-func TestIsGopherd(t *testing.T) {
-	for argv0, want := range map[string]bool{"gopherd": true, "/usr/local/bin/gopherd": true, "hapsuper": false, "/usr/local/bin/hapsuper": false, "gopherd-x": false} {
-		if got := isGopherd(argv0); got != want {
-			t.Errorf("isGopherd(%q) = %v, want %v", argv0, got, want)
+func TestShimCommand(t *testing.T) {
+	for argv0, want := range map[string]bool{"gopherd": true, "/usr/local/bin/gopherd": true, "/command/s6-svc": true, "hapsuper": false, "/usr/local/bin/hapsuper": false, "gopherd-x": false, "s6-svscan": false} {
+		if _, got := shimCommand(argv0); got != want {
+			t.Errorf("shimCommand(%q) = %v, want %v", argv0, got, want)
 		}
 	}
 }
 
-// Both forms send SIGUSR2 to the process serving the status socket (here
-// the test itself, standing in for hapsuper) and end with the reload's
-// outcome as the status reports it: 0 with the new worker, 1 when refused.
+// fakeReloads serves a status socket whose reloads are answered by answer
+// (standing in for hapsuper's loop); the socket is in the environment.
+func fakeReloads(t *testing.T, answer func(status.ReloadAsk) status.ReloadReply) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "status.sock")
+	t.Setenv(conf.StatusSocketEnv, sock)
+	srv, err := status.Listen(sock, status.NewBoard(status.Snapshot{Phase: drain.Serving}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := make(chan status.ReloadAsk)
+	srv.TakeReloads(asks)
+	done := make(chan struct{})
+	go srv.Serve()
+	go func() {
+		for {
+			select {
+			case a := <-asks:
+				a.Done <- answer(a)
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); srv.Close() })
+}
+
+// Both forms ask the status socket for a reload on gopherd's behalf and
+// end with that reload's outcome: 0 with the new worker, 1 when refused,
+// and 1 with hapsuper's reason when it sends none (stopping).
 func TestGopherdReloadThroughStatusSocket(t *testing.T) {
 	for _, tc := range []struct {
-		args   []string
-		result status.ReloadResult
-		code   int
-		want   string
+		args  []string
+		reply status.ReloadReply
+		code  int
+		want  string
 	}{
-		{[]string{"signal", "haproxy", "SIGUSR2"}, status.ReloadOK, 0, "worker 4242 serves"},
-		{[]string{"haproxy", "restart"}, status.ReloadRefused, 1, "reload refused: [ALERT] bad line"},
+		{[]string{"signal", "haproxy", "SIGUSR2"}, status.ReloadReply{Reload: &status.Reload{Result: status.ReloadOK, Worker: 4242}}, 0, "worker 4242 serves"},
+		{[]string{"haproxy", "restart"}, status.ReloadReply{Reload: &status.Reload{Result: status.ReloadRefused, Detail: "[ALERT] bad line"}}, 1, "reload refused: [ALERT] bad line"},
+		{[]string{"haproxy", "restart"}, status.ReloadReply{Error: "HAProxy is stopping: no reload is sent now"}, 1, "stopping"},
 	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			sock := filepath.Join(t.TempDir(), "status.sock")
-			t.Setenv(conf.StatusSocketEnv, sock)
-			board := status.NewBoard(status.Snapshot{Phase: drain.Serving, Reloads: status.Reloads{OK: 1, Last: &status.Reload{Origin: "master CLI", Result: status.ReloadOK}}})
-			srv, err := status.Listen(sock, board, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			go srv.Serve()
-			defer srv.Close()
-			usr2 := make(chan os.Signal, 1)
-			signal.Notify(usr2, syscall.SIGUSR2)
-			defer signal.Stop(usr2)
-			answered := make(chan struct{})
-			go func() { // hapsuper: the signal, then the reload's outcome
-				defer close(answered)
-				select {
-				case <-usr2:
-				case <-time.After(10 * time.Second):
-					return
-				}
-				r := status.Reloads{OK: 1}
-				last := &status.Reload{Origin: "SIGUSR2", Result: tc.result}
-				if tc.result == status.ReloadOK {
-					r.OK, last.Worker = 2, 4242
-				} else {
-					r.Refused, last.Detail = 1, "[ALERT] bad line"
-				}
-				r.Last = last
-				board.Publish(status.Snapshot{Phase: drain.Serving, Reloads: r})
-			}()
+		t.Run(strings.Join(tc.args, " ")+" "+tc.want, func(t *testing.T) {
+			origin := make(chan string, 1)
+			fakeReloads(t, func(a status.ReloadAsk) status.ReloadReply { origin <- a.Origin; return tc.reply })
 			var out, errb bytes.Buffer
 			code := gopherdCommand(tc.args, &out, &errb)
-			<-answered
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stdout %q stderr %q", code, tc.code, out.String(), errb.String())
 			}
 			if got := out.String() + errb.String(); !strings.Contains(got, tc.want) {
 				t.Errorf("output %q lacks %q", got, tc.want)
 			}
+			select {
+			case o := <-origin:
+				if o != "gopherd" {
+					t.Errorf("origin %q, want gopherd", o)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("no reload was asked")
+			}
 		})
 	}
 }
 
-// A hapsuper that is stopping HAProxy sends no reload: gopherd says so
-// and sends no signal.
-func TestGopherdWhileStopping(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "status.sock")
-	t.Setenv(conf.StatusSocketEnv, sock)
-	srv, err := status.Listen(sock, status.NewBoard(status.Snapshot{Phase: drain.Stopping}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
+// s6-svc -2 and -h on the haproxy service ask for the reload as gopherd
+// does; every other option, and another service, exit 100 (s6's wrong
+// usage) naming what is answered, before any socket is touched.
+func TestS6Svc(t *testing.T) {
+	asked := make(chan string, 8)
+	fakeReloads(t, func(a status.ReloadAsk) status.ReloadReply {
+		asked <- a.Origin
+		return status.ReloadReply{Reload: &status.Reload{Result: status.ReloadOK, Worker: 7}}
+	})
+	for _, args := range [][]string{{"-2", "/run/service/haproxy"}, {"-h", "/run/service/haproxy/"}} {
+		var out, errb bytes.Buffer
+		if code := s6svcCommand(args, &out, &errb); code != 0 || !strings.Contains(out.String(), "worker 7 serves") {
+			t.Errorf("s6-svc %q: exit %d, stdout %q stderr %q; want 0 and the worker", args, code, out.String(), errb.String())
+		}
+		if o := <-asked; o != "s6-svc" {
+			t.Errorf("origin %q, want s6-svc", o)
+		}
 	}
-	go srv.Serve()
-	defer srv.Close()
-	usr2 := make(chan os.Signal, 1)
-	signal.Notify(usr2, syscall.SIGUSR2)
-	defer signal.Stop(usr2)
-	var out, errb bytes.Buffer
-	if code := gopherdCommand([]string{"signal", "haproxy", "SIGUSR2"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "stopping") {
-		t.Errorf("exit %d, stderr %q; want 1 and that it is stopping", code, errb.String())
+	for _, args := range [][]string{nil, {"-d", "/run/service/haproxy"}, {"-r", "/run/service/haproxy"}, {"-t", "/run/service/haproxy"}, {"-2"}, {"-2", "/run/service/controller"}, {"-wu", "-2", "/run/service/haproxy"}} {
+		var out, errb bytes.Buffer
+		if code := s6svcCommand(args, &out, &errb); code != 100 || !strings.Contains(errb.String(), "haproxy") {
+			t.Errorf("s6-svc %q: exit %d, stderr %q; want 100 naming what is answered", args, code, errb.String())
+		}
 	}
 	select {
-	case <-usr2:
-		t.Error("SIGUSR2 sent to a stopping hapsuper")
-	case <-time.After(200 * time.Millisecond):
+	case o := <-asked:
+		t.Errorf("a refused s6-svc asked for a reload (%s)", o)
+	default:
 	}
 }

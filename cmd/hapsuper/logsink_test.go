@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func TestLogSinkNeverBlocks(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; i < 3*logQueue; i++ {
+		for i := 0; i < 3*logQueueLines; i++ {
 			s.Write([]byte("line\n"))
 		}
 	}()
@@ -50,14 +51,14 @@ func TestLogSinkNeverBlocks(t *testing.T) {
 		t.Fatal("Write blocked behind a stalled reader")
 	}
 	close(w.release)
-	for end := time.Now().Add(5 * time.Second); len(s.lines) > 0 && time.Now().Before(end); {
+	for end := time.Now().Add(5 * time.Second); len(s.lines.ch) > 0 && time.Now().Before(end); {
 		time.Sleep(time.Millisecond)
 	}
 	s.Write([]byte("after\n"))
 	s.Close()
 	out := w.String()
-	if n := strings.Count(out, "line\n"); n < logQueue || n > logQueue+1 {
-		t.Errorf("%d lines written, want the %d queued (and the one being written)", n, logQueue)
+	if n := strings.Count(out, "line\n"); n < logQueueLines || n > logQueueLines+1 {
+		t.Errorf("%d lines written, want the %d queued (and the one being written)", n, logQueueLines)
 	}
 	if !strings.Contains(out, "log lines dropped: stderr was not read fast enough") || !strings.HasSuffix(out, "after\n") {
 		t.Errorf("output does not count the dropped lines before the next one: ...%q", out[max(0, len(out)-200):])
@@ -91,7 +92,7 @@ func TestLogSinkBoundsBytes(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for range 300 { // 30 MB, well within logQueue lines
+		for range 300 { // 30 MB, well within logQueueLines lines
 			s.Write(line)
 		}
 	}()
@@ -117,5 +118,90 @@ func TestLogSinkBoundsBytes(t *testing.T) {
 	}
 	if want := "hapsuper: " + strconv.Itoa(300-written) + " log lines dropped"; !strings.Contains(out, want) || !strings.HasSuffix(out, "after\n") {
 		t.Errorf("output does not say %q before the next line: ...%q", want, out[max(0, len(out)-200):])
+	}
+}
+
+// slowWriter takes every line, each after a pause, as a log reader that
+// keeps up with hapsuper but not with a flood does.
+type slowWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(20 * time.Microsecond)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *slowWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// A companion that floods its output (`yes`) loses its own lines, never
+// hapsuper's: every hapsuper line, written at its own pace throughout the
+// flood, reaches the reader in order; the companion's lines are dropped
+// and counted by source before the next line that gets through.
+func TestLogSinkCompanionFloodDropsTheCompanionsFirst(t *testing.T) {
+	w := &slowWriter{}
+	s := newLogSink(w)
+	comp := s.Companion()
+	stop := make(chan struct{})
+	flooded := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				flooded <- n
+				return
+			default:
+			}
+			comp.Write([]byte("y\n"))
+			n++
+		}
+	}()
+	const own = 200
+	for i := range own {
+		s.Write([]byte("hapsuper " + strconv.Itoa(i) + "\n"))
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	n := <-flooded
+	// The writer may lag on a loaded machine: Close bounds its flush, so
+	// wait (bounded) for hapsuper's last line first.
+	last := "hapsuper " + strconv.Itoa(own-1) + "\n"
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), last) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Close()
+	out := w.String()
+	next := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "hapsuper ") && !strings.HasPrefix(l, "hapsuper: ") {
+			if l != "hapsuper "+strconv.Itoa(next) {
+				t.Fatalf("hapsuper line %q, want %q: its lines are lost or reordered", l, "hapsuper "+strconv.Itoa(next))
+			}
+			next++
+		}
+	}
+	if next != own {
+		t.Fatalf("%d of %d hapsuper lines written", next, own)
+	}
+	var ownDropped, compDropped int
+	for _, l := range strings.Split(out, "\n") {
+		var total, o, c int
+		if _, err := fmt.Sscanf(l, "hapsuper: %d log lines dropped: stderr was not read fast enough (hapsuper's: %d, the companion's: %d)", &total, &o, &c); err == nil {
+			ownDropped += o
+			compDropped += c
+		}
+	}
+	written := strings.Count(out, "y\n")
+	t.Logf("flood: the companion wrote %d lines, %d reached the reader, %d counted dropped; hapsuper's: %d written, %d dropped", n, written, compDropped, next, ownDropped)
+	if ownDropped != 0 || compDropped == 0 {
+		t.Errorf("dropped hapsuper's %d, the companion's %d; want none of hapsuper's and some of the companion's", ownDropped, compDropped)
 	}
 }

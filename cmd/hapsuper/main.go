@@ -31,9 +31,9 @@ import (
 var version = ""
 
 func main() {
-	if isGopherd(os.Args[0]) { // installed as gopherd (gopherd.go)
+	if shim, ok := shimCommand(os.Args[0]); ok { // installed as gopherd or s6-svc (gopherd.go, s6svc.go)
 		earlysignal.Release()
-		os.Exit(gopherdCommand(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(shim(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
