@@ -24,7 +24,7 @@ const (
 	ReasonQuiet       Reason = "quiet"       // routing not observed (off); quiet decided
 	ReasonUnverified  Reason = "unverified"  // part of routing could not be observed; quiet decided
 	ReasonBound       Reason = "bound"       // max wait reached with conditions pending
-	ReasonUnavailable Reason = "unavailable" // bound reached while HAProxy's counters could not be read
+	ReasonUnavailable Reason = "unavailable" // bound reached while HAProxy's counters could not be read, and no reload explained it
 )
 
 // ReasonWithdrawnInAPI: every path withdrawn in the EndpointSlices (routing
@@ -93,6 +93,14 @@ type Observation struct {
 	At      time.Time
 	Workers []Worker
 	Err     error
+	// Reloading, with Err only, says the poll failed while HAProxy
+	// reloads: the master process is alive and a reload recent enough to
+	// explain a master CLI that does not answer (a master re-executing
+	// refuses connections) is under way, as the supervisor judges it,
+	// bounded. The counters are unknown all the same, so quiet is not
+	// proved; but HAProxy has not stopped answering: a drain that reaches
+	// its bound so ends ReasonBound, not ReasonUnavailable.
+	Reloading bool
 }
 
 // RoutingState is the routing condition as reported by routing/.

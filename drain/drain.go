@@ -77,7 +77,11 @@ import (
 // deadline is already past: soft stop, then hard stop at the next Tick. At the
 // bound the drain ends with ReasonBound, whose Detail lists what was pending,
 // or ReasonUnavailable when the last observation failed or no observation
-// succeeded within the last QuietPeriod (HAProxy stopped answering).
+// succeeded within the last QuietPeriod (HAProxy stopped answering). A
+// last observation that failed while HAProxy reloads (Observation.Reloading:
+// the master is alive and re-executes) is not HAProxy that stopped
+// answering: that bound is ReasonBound, its Detail saying the counters were
+// unreadable during the reload.
 //
 // Tick returns at most one action per call and each action at most once.
 // When both are due at once (a deadline already past), SoftStop comes first
@@ -239,7 +243,7 @@ func (d *Drain) Tick(now time.Time) Action {
 		}
 		if !now.Before(d.boundAt) {
 			reason := ReasonBound
-			if !d.q.readable(now) {
+			if !d.q.answering(now) {
 				reason = ReasonUnavailable
 			}
 			detail := d.pending(now)

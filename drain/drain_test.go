@@ -38,6 +38,51 @@ func TestFailuresAtBoundAreUnavailable(t *testing.T) {
 	r.wantEnd(sec(20), ReasonUnavailable, "quiet: counters unreadable for 14.5s: "+errPoll.Error())
 }
 
+// HAProxy reloading over and over (a controller's reloads every 200 ms):
+// the master re-executes and refuses the master CLI for seconds at a time.
+// The counters are unknown, so quiet is not proved and the drain runs to
+// the bound; but the master did not stop answering, it reloads: the drain
+// ends bound, not unavailable, and the detail says why the counters were
+// unreadable.
+func TestFailuresWhileReloadingAtBoundAreBound(t *testing.T) {
+	r := serving(t, settings)
+	r.poll(0, w(100, 0))
+	r.stop(0)
+	for off, n := sec(0.5), uint64(1); off <= sec(5); off, n = off+poll, n+1 {
+		r.want(off, r.poll(off, w(100, n)), None)
+	}
+	reloading := func(off time.Duration) Action {
+		r.d.Observe(Observation{At: at(off), Err: errPoll, Reloading: true})
+		return r.d.Tick(at(off))
+	}
+	for off := sec(5.5); off < sec(20); off += poll {
+		r.want(off, reloading(off), None)
+	}
+	r.want(sec(20), reloading(sec(20)), SoftStop)
+	r.wantEnd(sec(20), ReasonBound, "quiet: counters unreadable for 14.5s while HAProxy reloads: "+errPoll.Error())
+}
+
+// The last poll decides: a spell of failures during a reload that ends in
+// failures no reload explains any more (the supervisor's bound on a reload
+// passed, or the master was stopped) is HAProxy that stopped answering.
+func TestFailuresAfterReloadingAtBoundAreUnavailable(t *testing.T) {
+	r := serving(t, settings)
+	r.poll(0, w(100, 0))
+	r.stop(0)
+	for off, n := sec(0.5), uint64(1); off <= sec(5); off, n = off+poll, n+1 {
+		r.want(off, r.poll(off, w(100, n)), None)
+	}
+	for off := sec(5.5); off < sec(15); off += poll {
+		r.d.Observe(Observation{At: at(off), Err: errPoll, Reloading: true})
+		r.want(off, r.d.Tick(at(off)), None)
+	}
+	for off := sec(15); off < sec(20); off += poll {
+		r.want(off, r.fail(off), None)
+	}
+	r.want(sec(20), r.fail(sec(20)), SoftStop)
+	r.wantEnd(sec(20), ReasonUnavailable, "quiet: counters unreadable for 14.5s: "+errPoll.Error())
+}
+
 // No reading at all within the last QuietPeriod (the poll hangs) is
 // unavailable too, even when the older readings were quiet.
 func TestStaleReadingsAtBoundAreUnavailable(t *testing.T) {

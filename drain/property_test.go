@@ -27,26 +27,28 @@ func FuzzDrain(f *testing.F) {
 
 // oracle is what the spec says from the inputs alone.
 type oracle struct {
-	s        Settings
-	counts   map[int]uint64 // last successful reading, nil before the first
-	conns    map[int]uint64 // the same for Connections
-	blind    bool           // last reading failed, or none yet
-	change   time.Time      // last change of Requests (stop request included)
-	cchange  time.Time      // last change of Connections (stop request included)
-	lastOK   time.Time
-	stopAt   time.Time
-	routing  RoutingState
-	soft     time.Time // when SoftStop was returned
-	hard     bool
-	exited   bool
-	stopping bool
+	s         Settings
+	counts    map[int]uint64 // last successful reading, nil before the first
+	conns     map[int]uint64 // the same for Connections
+	blind     bool           // last reading failed, or none yet
+	reloading bool           // the last reading failed while HAProxy reloads
+	change    time.Time      // last change of Requests (stop request included)
+	cchange   time.Time      // last change of Connections (stop request included)
+	lastOK    time.Time
+	stopAt    time.Time
+	routing   RoutingState
+	soft      time.Time // when SoftStop was returned
+	hard      bool
+	exited    bool
+	stopping  bool
 }
 
-func (o *oracle) observe(at time.Time, ws []Worker, err error) {
+func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 	if err != nil {
-		o.blind = true
+		o.blind, o.reloading = true, reloading
 		return
 	}
+	o.reloading = false
 	changed, cchanged := o.blind, o.blind
 	next, cnext := map[int]uint64{}, map[int]uint64{}
 	for _, w := range ws {
@@ -135,10 +137,11 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				ws = append(ws, Worker{PID: pid, Requests: n, Connections: conns[pid]})
 			}
 			d.Observe(Observation{At: now, Workers: ws})
-			o.observe(now, ws, nil)
+			o.observe(now, ws, nil, false)
 		case p < 58:
-			d.Observe(Observation{At: now, Err: errPoll})
-			o.observe(now, nil, errPoll)
+			reloading := rng.IntN(2) == 0
+			d.Observe(Observation{At: now, Err: errPoll, Reloading: reloading})
+			o.observe(now, nil, errPoll, reloading)
 		case p < 63:
 			st := []RoutingState{RoutingOff, RoutingPending, RoutingWithdrawn, RoutingUnverified}[rng.IntN(4)]
 			d.SetRouting(Routing{State: st}, now)
@@ -180,7 +183,10 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				want := routingReason(Routing{State: o.routing})
 				if !ends {
 					want = ReasonBound
-					if o.blind || o.lastOK.Before(now.Add(-s.QuietPeriod)) {
+					// HAProxy answers (a recent reading, the last one
+					// good), or its last poll failed while it reloads.
+					answering := !o.blind && !o.lastOK.Before(now.Add(-s.QuietPeriod)) || o.blind && o.reloading
+					if !answering {
 						want = ReasonUnavailable
 					}
 				}

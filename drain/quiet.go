@@ -60,6 +60,7 @@ type quiet struct {
 	lastOK    time.Time      // At of the last successful observation
 	lastErr   error          // error of the last observation, nil when it succeeded
 	lastErrAt time.Time      // At of the first failure of the current blind spell
+	reloading bool           // the last observation failed while HAProxy reloads (Observation.Reloading)
 	workers   []Worker       // workers of the last successful observation
 }
 
@@ -88,7 +89,7 @@ func (q *quiet) observe(o Observation) {
 		if !q.blind || q.lastErr == nil {
 			q.lastErrAt = o.At
 		}
-		q.blind, q.lastErr = true, o.Err
+		q.blind, q.lastErr, q.reloading = true, o.Err, o.Reloading
 		return
 	}
 	all, conns := changeNone, changeNone
@@ -111,7 +112,7 @@ func (q *quiet) observe(o Observation) {
 	if conns != changeNone {
 		q.conns.mark(o.At, conns)
 	}
-	q.counts, q.blind, q.lastErr = next, false, nil
+	q.counts, q.blind, q.lastErr, q.reloading = next, false, nil, false
 	if o.At.After(q.lastOK) {
 		q.lastOK = o.At
 	}
@@ -163,9 +164,19 @@ func (q *quiet) readable(now time.Time) bool {
 	return !q.blind && !q.lastOK.Before(now.Add(-q.period))
 }
 
+// answering reports whether HAProxy answers at now, or is known to be
+// reloading: its counters are readable, or the latest poll failed while
+// it reloads. A drain that reaches its bound while HAProxy does not answer
+// ends unavailable.
+func (q *quiet) answering(now time.Time) bool {
+	return q.readable(now) || q.blind && q.lastErr != nil && q.reloading
+}
+
 // detail says, for a person, why quiet does not hold at now.
 func (q *quiet) detail(now time.Time, withdrawn bool) string {
 	switch {
+	case q.blind && q.lastErr != nil && q.reloading:
+		return fmt.Sprintf("counters unreadable for %s while HAProxy reloads: %v", ago(now, q.lastErrAt), q.lastErr)
 	case q.blind && q.lastErr != nil:
 		return fmt.Sprintf("counters unreadable for %s: %v", ago(now, q.lastErrAt), q.lastErr)
 	case q.blind:

@@ -39,6 +39,7 @@ type loop struct {
 	// own are checked first (check), one at a time, a request that comes
 	// during a check queued (queued: its signal's name).
 	reloads    *reloads
+	reloading  *reloadSeen // when HAProxy was last seen reloading, shared with the poller (reloading.go)
 	check      *reloadCheck
 	queued     string
 	startCheck func(origin string, now time.Time) (*reloadCheck, error)
@@ -308,6 +309,7 @@ func (l *loop) onNotify(ev notifyEvent) {
 			l.markReady("notify")
 		}
 	case notifyReloading:
+		l.reloading.mark(l.now())
 		if l.ready { // HAProxy also says RELOADING=1 while it starts
 			l.log.Debug("haproxy reloading", "via", "notify")
 		}

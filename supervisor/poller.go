@@ -36,6 +36,16 @@ type poller struct {
 	now      func() time.Time
 	answered map[int]bool // workers that answered a sample, of those show proc still lists
 	lb       *lbCheckIO   // the load balancers' health check of the pod; nil: none
+
+	// A failed poll while HAProxy reloads is marked so (reloading.go):
+	// running says whether the master process runs (nil: never judged
+	// reloading), seen is when HAProxy was last seen reloading, shared
+	// with the loop; counted is the master's reload count at the last
+	// successful sample (counting: there was one).
+	running  func() bool
+	seen     *reloadSeen
+	counted  int
+	counting bool
 }
 
 // run polls until ctx ends, fast until the loop says otherwise. Each poll
@@ -135,13 +145,17 @@ type observation struct {
 // one that still loads its configuration when it never answered before: it
 // has served nothing, and is left out. One that answered before makes the
 // observation fail: its counters would be missing.
+//
+// A failed observation is Reloading when the master runs and HAProxy was
+// seen reloading within reloadTimeout (reloading.go).
 func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 	o := drain.Observation{At: p.now(), Err: err}
-	if err != nil {
-		return o
+	if err == nil {
+		p.countReloads(s, o.At)
+		err = p.remember(s)
 	}
-	if err := p.remember(s); err != nil {
-		o.Err = err
+	if err != nil {
+		o.Err, o.Reloading = err, p.reloading(o.At)
 		return o
 	}
 	graceful := p.graceful.load()
@@ -162,6 +176,22 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 		o.Workers = append(o.Workers, dw)
 	}
 	return o
+}
+
+// countReloads marks a reload seen when the master's reload count moved
+// since the last successful sample.
+func (p *poller) countReloads(s runtimeapi.Sample, at time.Time) {
+	if p.counting && s.Master.Reloads != p.counted {
+		p.seen.mark(at)
+	}
+	p.counted, p.counting = s.Master.Reloads, true
+}
+
+// reloading reports whether a poll that failed at at is explained by a
+// reload: the master runs and HAProxy was seen reloading within
+// reloadTimeout, the longest a reload may take to show its outcome.
+func (p *poller) reloading(at time.Time) bool {
+	return p.running != nil && p.seen.within(at, reloadTimeout) && p.running()
 }
 
 // remember records the workers that answered s, forgetting those show proc

@@ -221,6 +221,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		mode:      mode,
 		routing:   rt,
 		reloads:   newReloads(),
+		reloading: &reloadSeen{},
 		companion: comp,
 		procs:     func() ([]procStat, error) { return listProcs(procRoot) },
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
@@ -328,6 +329,8 @@ func (l *loop) runGroup(ctx context.Context, sigs <-chan os.Signal, srv *status.
 		ignore:   set(l.settings.IgnoreFrontends),
 		graceful: l.graceful,
 		now:      time.Now,
+		running:  func() bool { return processRunning(l.master) },
+		seen:     l.reloading,
 	}
 	if l.settings.LBCheckBind != "" {
 		// The health check hapsuper adds is no traffic; its own checks

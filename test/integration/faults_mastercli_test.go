@@ -51,7 +51,7 @@ func TestFault_MasterCLIGoneDuringDrain(t *testing.T) {
 				t.Logf("client stopped %s after SIGTERM; %d hard stop", r.cont.rec.lastStart().Sub(r.term), len(s.All("hard stop")))
 
 				r.checkReason("unavailable") // no poll answered since the socket went
-				r.checkAt("the bound", b.bound())
+				r.checkAtBound()
 				if fake != nil {
 					t.Logf("the fake master CLI took %d connections", fake.conns.Load())
 					if fake.conns.Load() < 3 {

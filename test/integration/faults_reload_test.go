@@ -82,7 +82,7 @@ func TestFault_ReloadStormDuringDrain(t *testing.T) {
 		if before := r.cont.rec.where(func(o outcome) bool { return o.start.Before(r.soft.At) }); len(before) < 10 {
 			t.Errorf("%s: only %d requests before the soft stop: too few to mean anything", r.cont.rec.summary(), len(before))
 		}
-		checkNotCutShort(t, r.ended, last, r.term.Add(b.bound()))
+		checkNotCutShort(t, r.ended, last, r.boundAt())
 		if !r.ended.At.After(last) {
 			t.Errorf("drain ended before the client's last request")
 		}

@@ -55,8 +55,11 @@ func TestDrain_KeptAliveRoutedAway(t *testing.T) {
 	soft := r.Soft.Sub(r.Withdrawn)
 	t.Logf("withdrawn → soft stop %v (quiet period %v); soft stop → HAProxy exit %v (idle bound %v); %d requests answered by web-a before the delete",
 		soft.Round(time.Millisecond), drainQuiet, r.HAProxyExit.Sub(r.Soft).Round(time.Millisecond), idleBound, len(onA))
-	if soft > drainQuiet+500*time.Millisecond {
-		t.Errorf("soft stop %v after routing was withdrawn: want within the quiet period %v (+0.5 s)", soft, drainQuiet)
+	// Both instants are hapsuper's; the quiet is proved by a poll, which a
+	// loaded machine delays: a second tells a drain that waited for the
+	// quiet from one that waited for something else (the bound).
+	if soft > drainQuiet+time.Second {
+		t.Errorf("soft stop %v after routing was withdrawn: want within the quiet period %v (+1 s)", soft, drainQuiet)
 	}
 	if d := r.HAProxyExit.Sub(r.Soft); d > idleBound+time.Second {
 		t.Errorf("HAProxy exited %v after the soft stop: idle connections held it past the idle bound %v", d, idleBound)

@@ -28,11 +28,15 @@ func metricsPods(t *testing.T, metrics bool) (e *drainEnv, url string, a, b *hap
 // kube-proxy's first sync follows its start stamp within milliseconds, so
 // healthz's first answer after the restart shows that sync — which healthz
 // alone cannot tell from a start stamp: it waits for a later sync, which
-// in a quiet cluster comes only with the next change. Its metrics name the
-// new process (process_start_time_seconds, logged as a restart) and hold
-// that stamp as a successful sync: the drain ends routed-away with no
-// failed request, no request after the withdrawn verdict reached web-a,
-// and the detail names node2's metrics witness.
+// in a quiet cluster comes only with the next change (without the metrics
+// such a drain may run to the bound, TestDrain_MetricsOffAfterRestart).
+// Its metrics name the new process (process_start_time_seconds, logged as
+// a restart) and hold that stamp as a successful sync: the drain ends
+// routed-away, both nodes confirmed, with no failed request, no request
+// after the withdrawn verdict reached web-a, and the verdict after node2's
+// kube-proxy was started. Which witness confirms node2 is a race the test
+// does not judge: on a loaded machine a later sync can reach healthz
+// before the metrics are read (both are sound); the log says which won.
 func TestDrain_MetricsWitnessAfterRestart(t *testing.T) {
 	e, url, a, _ := metricsPods(t, true)
 	tr := startTraffic(t, url, e.H.Nodes(), nil)
@@ -46,30 +50,37 @@ func TestDrain_MetricsWitnessAfterRestart(t *testing.T) {
 	if a.Exited() {
 		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.Tail(20))
 	}
+	started := time.Now() // the verdict cannot come before this
 	if err := kp.Start(); err != nil {
 		t.Fatal(err)
 	}
-	started := time.Now()
 	r := a.afterStop(t, tr, true)
 	t.Logf("kube-proxy started +%v; withdrawn +%v; ended +%v: %s", started.Sub(a.deletedAt).Round(time.Millisecond),
 		r.Withdrawn.Sub(a.deletedAt).Round(time.Millisecond), r.Ended.Sub(a.deletedAt).Round(time.Millisecond), r.Detail)
 	checkNoFailures(t, tr, time.Time{})
 	checkReason(t, r, "routed-away")
 	checkNoDNATAfterWithdrawn(t, tr, r)
-	if !strings.Contains(r.Detail, "metrics on 1: node2") {
-		t.Errorf("drain detail %q does not name node2's metrics witness", r.Detail)
+	if !strings.Contains(r.Detail, "confirmed by kube-proxy on 2 nodes") {
+		t.Errorf("drain detail %q does not say both nodes' kube-proxy confirmed", r.Detail)
 	}
 	if !r.Withdrawn.IsZero() && r.Withdrawn.Before(started) {
 		t.Errorf("routing withdrawn at +%v, before node2's kube-proxy was started", r.Withdrawn.Sub(a.deletedAt))
 	}
 	var restarts []harness.Entry
-	for _, l := range a.All("kube-proxy restarted: its metrics name a new process start") {
+	for _, l := range a.All("kube-proxy metrics name a new process start") {
 		if l.Str("node") == "node2" {
 			restarts = append(restarts, l)
 		}
 	}
-	if len(restarts) == 0 {
-		t.Errorf("hapsuper did not log node2's kube-proxy restart from its process start")
+	// The metrics witness confirms only a stamp of the process its metrics
+	// name: when it confirmed node2, it saw the new process.
+	switch byMetrics := strings.Contains(r.Detail, "metrics on 1: node2"); {
+	case byMetrics && len(restarts) == 0:
+		t.Errorf("node2 confirmed by its metrics witness, but hapsuper did not log the new kube-proxy's process start")
+	case byMetrics:
+		t.Log("node2 confirmed by its metrics witness, which named the new process")
+	default:
+		t.Logf("node2 confirmed by healthz: a later sync came before the metrics confirmed (%d restart lines)", len(restarts))
 	}
 }
 
