@@ -336,8 +336,11 @@ func (l *loop) step() {
 		if st.Reason == drain.ReasonBound || st.Reason == drain.ReasonUnavailable || st.Reason == drain.ReasonUnverified {
 			level = slog.LevelWarn
 		}
-		l.log.Log(context.Background(), level, "drain ended", "reason", string(st.Reason), "detail", st.Detail,
-			"duration_s", st.SoftStopAt.Sub(st.StopAt).Round(time.Millisecond).Seconds())
+		attrs := []any{"reason", string(st.Reason), "duration_s", st.SoftStopAt.Sub(st.StopAt).Round(time.Millisecond).Seconds()}
+		if st.Detail != "" {
+			attrs = append(attrs, "detail", st.Detail) // none for routed-away: nothing to add
+		}
+		l.log.Log(context.Background(), level, "drain ended", attrs...)
 		if l.routing != nil {
 			l.routing.DrainEnded(st)
 		}
