@@ -292,7 +292,9 @@ func (sv *Supervisor) prepare() (haproxy.Inspection, error) {
 		return haproxy.Inspection{}, err
 	}
 	binds, err := haproxy.TCPBinds(files)
-	if err != nil {
+	switch {
+	case errors.Is(err, haproxy.ErrNotInspected): // warned above: no port known, none checked
+	case err != nil:
 		return haproxy.Inspection{}, err
 	}
 	if err := haproxy.CheckPortsFree(binds); err != nil {
