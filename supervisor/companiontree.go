@@ -60,8 +60,51 @@ func openCompanionTree(self int, other func(pid, pgid int) bool, log *slog.Logge
 		log.Info("companion containment", "way", cg.way(), "cgroup", cg.base)
 		return cg
 	}
+	if _, perr := listProcs(procRoot); perr != nil {
+		log.Warn("companion containment", "way", "group", "why", errors.Join(err, perr).Error(),
+			"lost", "helpers that leave the companion's process group are not stopped: mount /proc (or a writable cgroup v2) where hapsuper runs")
+		return &groupTree{}
+	}
 	log.Info("companion containment", "way", "proc", "why", err.Error())
 	return newProcTree(procRoot, self, other)
+}
+
+// groupTree is the companion's process group alone: the way where /proc
+// cannot be read (a chroot without it). It is what a group's kill reaches;
+// a helper that left the group (setsid) is not in it.
+type groupTree struct{ pgid int }
+
+func (t *groupTree) way() string                  { return "group" }
+func (t *groupTree) prepare(*syscall.SysProcAttr) {}
+func (t *groupTree) started(pid int)              { t.pgid = pid }
+func (t *groupTree) close() error                 { return nil }
+
+// members is the group's leader while the group has a process (zombies
+// not yet reaped included), else none.
+func (t *groupTree) members() ([]int, error) {
+	if t.pgid == 0 {
+		return nil, nil
+	}
+	if err := syscall.Kill(-t.pgid, 0); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("probe process group %d: %w", t.pgid, err)
+	}
+	return []int{t.pgid}, nil
+}
+
+func (t *groupTree) signal(sig syscall.Signal) ([]int, error) {
+	if t.pgid == 0 {
+		return nil, nil
+	}
+	if err := syscall.Kill(-t.pgid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("signal process group %d: %w", t.pgid, err)
+	}
+	return []int{t.pgid}, nil
 }
 
 // procTree is the companion's tree as /proc shows it: the companion, every

@@ -293,3 +293,43 @@ func TestOwnCgroup(t *testing.T) {
 		})
 	}
 }
+
+// Where /proc cannot be read (a chroot without it), the tree is the
+// companion's process group: signal reaches its members, and members is
+// empty once they are gone.
+func TestGroupTree_SignalsTheGroup(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 60 & sleep 60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start a group: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tree := &groupTree{}
+	tree.started(cmd.Process.Pid)
+	if m, err := tree.members(); err != nil || len(m) != 1 {
+		t.Fatalf("members of a live group = %v, %v; want the leader", m, err)
+	}
+	if reached, err := tree.signal(syscall.SIGKILL); err != nil || len(reached) != 1 {
+		t.Fatalf("signal = %v, %v; want the group reached", reached, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the group's leader did not exit after SIGKILL to the group")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := tree.members()
+		if err != nil {
+			t.Fatalf("members: %v", err)
+		}
+		if len(m) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group still has members 30s after SIGKILL: %v", m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
