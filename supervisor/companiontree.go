@@ -60,7 +60,7 @@ func openCompanionTree(self int, other func(pid, pgid int) bool, log *slog.Logge
 		log.Info("companion containment", "way", cg.way(), "cgroup", cg.base)
 		return cg
 	}
-	if _, perr := listProcs(procRoot); perr != nil {
+	if _, perr := readStat(procRoot, self); perr != nil { // /proc absent, or an empty directory in a chroot
 		log.Warn("companion containment", "way", "group", "why", errors.Join(err, perr).Error(),
 			"lost", "helpers that leave the companion's process group are not stopped: mount /proc (or a writable cgroup v2) where hapsuper runs")
 		return &groupTree{}
