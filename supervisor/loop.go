@@ -309,8 +309,8 @@ func (l *loop) onNotify(ev notifyEvent) {
 			l.markReady("notify")
 		}
 	case notifyReloading:
-		l.reloading.mark(l.now())
-		if l.ready { // HAProxy also says RELOADING=1 while it starts
+		if l.ready { // HAProxy also says RELOADING=1 while it starts: no reload then
+			l.reloading.mark(l.now())
 			l.log.Debug("haproxy reloading", "via", "notify")
 		}
 	}
