@@ -112,7 +112,7 @@ type testObserver struct {
 	client *fake.Clientset // the API the observer reads, through kubefake
 }
 
-func newTestObserver(t *testing.T, cfg Config, client *fake.Clientset) *testObserver {
+func newTestObserver(t testing.TB, cfg Config, client *fake.Clientset) *testObserver {
 	t.Helper()
 	if cfg.Identity.PodName == "" {
 		cfg.Identity = me
@@ -176,7 +176,7 @@ func (to *testObserver) applyAny(obj any, deleted bool) {
 }
 
 // closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
+func closedAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -187,7 +187,7 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ type silentPort struct {
 	accepted int
 }
 
-func newSilentPort(t *testing.T) *silentPort {
+func newSilentPort(t testing.TB) *silentPort {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,7 +72,7 @@ type fleet struct {
 	names []string
 }
 
-func newFleet(t *testing.T, cfg Config, nodes int, silent *silentPort) *fleet {
+func newFleet(t testing.TB, cfg Config, nodes int, silent *silentPort) *fleet {
 	t.Helper()
 	client := fake.NewClientset()
 	f := &fleet{}
@@ -108,7 +107,7 @@ func newFleet(t *testing.T, cfg Config, nodes int, silent *silentPort) *fleet {
 
 // round runs one of Run's rounds with every node due, and says how long
 // it took (monotonic clock).
-func (f *fleet) round(t *testing.T) time.Duration {
+func (f *fleet) round(t testing.TB) time.Duration {
 	t.Helper()
 	f.clk.Step(time.Second) // every node due again
 	start := time.Now()
@@ -178,20 +177,22 @@ func TestRoundSilentMetricsPort(t *testing.T) {
 
 // The round times with a silent metrics port at 96 and 1,000 simulated
 // nodes, with the defaults (Concurrency 32, RequestTimeout 1 s): printed,
-// not asserted. Run with HAPSUPER_MEASURE=1.
-func TestMeasureSilentMetricsRound(t *testing.T) {
-	if os.Getenv("HAPSUPER_MEASURE") == "" {
-		t.Skip("a measurement: set HAPSUPER_MEASURE=1 to run it")
-	}
+// not asserted: go test -run x -bench SilentMetricsRound -benchtime 3x ./routing/
+func BenchmarkSilentMetricsRound(b *testing.B) {
 	for _, nodes := range []int{96, 1000} {
-		cfg := Config{Concurrency: DefaultConcurrency, RequestTimeout: DefaultRequestTimeout, MinPollInterval: FastPollInterval}
-		silent := newSilentPort(t)
-		alone, witnessed := newFleet(t, cfg, nodes, nil), newFleet(t, cfg, nodes, silent)
-		for i := range 3 {
-			a, w := alone.round(t), witnessed.round(t)
-			t.Logf("%d nodes, round %d: healthz alone %v, with a silent metrics port %v", nodes, i+1, a.Round(time.Millisecond), w.Round(time.Millisecond))
-		}
-		witnessed.witnessing.Wait()
-		t.Logf("%d nodes: the silent port accepted %d connections", nodes, silent.count())
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			cfg := Config{Concurrency: DefaultConcurrency, RequestTimeout: DefaultRequestTimeout, MinPollInterval: FastPollInterval}
+			silent := newSilentPort(b)
+			alone, witnessed := newFleet(b, cfg, nodes, nil), newFleet(b, cfg, nodes, silent)
+			var a, w time.Duration
+			for b.Loop() {
+				a += alone.round(b)
+				w += witnessed.round(b)
+			}
+			witnessed.witnessing.Wait()
+			b.ReportMetric(float64(a.Milliseconds())/float64(b.N), "ms/round-healthz")
+			b.ReportMetric(float64(w.Milliseconds())/float64(b.N), "ms/round-silent-metrics")
+			b.ReportMetric(float64(silent.count()), "silent-conns")
+		})
 	}
 }
