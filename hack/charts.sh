@@ -39,7 +39,8 @@ baccb0815a7111f65b93bb1922ed89af8629c331b9773de74c954bde853a7f9c haproxytech-hap
 LIST
 
 # Helm, pinned, for `helm template` of those charts.
-if ! [ -x /var/cache/hapsuper/bin/helm ] || ! /var/cache/hapsuper/bin/helm version --short 2>/dev/null | grep -q '^v3.21.4'; then
+helm_version=$(/var/cache/hapsuper/bin/helm version --short 2>/dev/null || true)
+if [[ "$helm_version" != v3.21.4* ]]; then
 	echo "charts: building Helm v3.21.4"
 	GOBIN=/var/cache/hapsuper/bin GOFLAGS=-trimpath go install helm.sh/helm/v3/cmd/helm@v3.21.4
 fi
