@@ -119,6 +119,24 @@ func (r *recorder) lastStart() time.Time {
 	return last
 }
 
+// waitStartAfter waits, at most within, until a request that started after
+// at has completed and is recorded: on a loaded machine a client can stall
+// for half a second, and a test that means "a request during the drain"
+// waits for one rather than guessing how long to sleep. It reports
+// whether one came.
+func (r *recorder) waitStartAfter(at time.Time, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if r.lastStart().After(at) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // summary is a one-line count of outcomes by kind, for the test log.
 func (r *recorder) summary() string {
 	all := r.all()
