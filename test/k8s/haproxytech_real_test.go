@@ -130,15 +130,15 @@ func TestHAProxyTech_RealControllerFatalStart(t *testing.T) {
 // techEnv is the cluster with the chart's objects, the backend web-0 and
 // the drop-in's layer.
 type techEnv struct {
-	e         *drainEnv
-	version   string
-	root      string // the HAProxy root
-	layer     string
-	pod       kube.TechPod
-	dropIn    kube.DropIn
-	sa        string
-	keepAlive time.Duration // the values' timeout-http-keep-alive
-	url       string        // the chart's Service
+	e       *drainEnv
+	version string
+	root    string // the HAProxy root
+	layer   string
+	pod     kube.TechPod
+	dropIn  kube.DropIn
+	sa      string
+	idle    time.Duration // the longer of the values' timeout-http-keep-alive and timeout-client
+	url     string        // the chart's Service
 }
 
 // startTech starts a 2-node cluster with the rendered chart's objects but
@@ -186,7 +186,7 @@ func startTech(t *testing.T, version string) *techEnv {
 			}
 			applied = append(applied, o.GetKind()+"/"+o.GetName())
 			if o.GetKind() == "ConfigMap" && o.GetName() == kube.HAProxyTechRelease {
-				te.keepAlive = configMapTime(t, o.Object, "timeout-http-keep-alive")
+				te.idle = max(configMapTime(t, o.Object, "timeout-http-keep-alive"), configMapTime(t, o.Object, "timeout-client"))
 			}
 		}
 	}
@@ -211,8 +211,8 @@ func startTech(t *testing.T, version string) *techEnv {
 		t.Fatal(err)
 	}
 	t.Logf("chart %s objects applied: %s", kube.HAProxyTechChart, strings.Join(append(applied, more...), " "))
-	if te.keepAlive <= 0 {
-		t.Fatalf("the rendered ConfigMap %s has no timeout-http-keep-alive", kube.HAProxyTechRelease)
+	if te.idle <= 0 {
+		t.Fatalf("the rendered ConfigMap %s has no timeout-http-keep-alive or timeout-client", kube.HAProxyTechRelease)
 	}
 
 	web := h.AddPod(t, 2, "web-0", map[string]string{"app": "web"})
@@ -415,7 +415,6 @@ type techRun struct {
 	drainRecord
 	requests, failed int
 	companion        time.Time // "companion stopped"
-	keepAlive        time.Duration
 }
 
 func (r techRun) String() string {
@@ -450,7 +449,7 @@ func (te *techEnv) drain(t *testing.T, p *techPod, tr *traffic) techRun {
 	tr.Stop()
 	p.finish(t)
 
-	r := techRun{drainRecord: p.record(t), keepAlive: te.keepAlive}
+	r := techRun{drainRecord: p.record(t)}
 	r.requests = len(tr.Outcomes())
 	r.failed = len(tr.failedBefore(time.Time{}))
 	if l, ok := p.Find("companion stopped", nil); ok {
@@ -466,13 +465,15 @@ func (te *techEnv) drain(t *testing.T, p *techPod, tr *traffic) techRun {
 	}
 	p.checkCompanionStoppedBeforeSoftStop(t)
 	// The soft stop ends every client connection at its next request
-	// (idle-close-on-response, GOAWAY) or at the values' keep-alive
-	// timeout when it stays idle: HAProxy's exit comes before that
-	// timeout has passed since the soft stop (1 s for a loaded machine).
+	// (idle-close-on-response, GOAWAY), or once it stayed idle for the
+	// values' timeouts (http-keep-alive; client, for an HTTP/2 connection
+	// its client keeps open after the GOAWAY): HAProxy's exit comes before
+	// the longer of them has passed since the soft stop (1 s for a loaded
+	// machine), not at the bound of the image's timeout client (50 s).
 	if r.Soft.IsZero() || r.HAProxyExit.IsZero() {
 		t.Errorf("%s: soft stop %v, HAProxy exit %v: want both logged", r.pod, r.Soft, r.HAProxyExit)
-	} else if d := r.HAProxyExit.Sub(r.Soft); d > r.keepAlive+time.Second {
-		t.Errorf("%s: HAProxy exited %v after the soft stop: a connection outlived the keep-alive timeout %v", r.pod, d.Round(time.Millisecond), r.keepAlive)
+	} else if d := r.HAProxyExit.Sub(r.Soft); d > te.idle+time.Second {
+		t.Errorf("%s: HAProxy exited %v after the soft stop: a connection outlived the values' idle timeouts (%v)", r.pod, d.Round(time.Millisecond), te.idle)
 	}
 	if left := p.c.Processes(); len(left) > 0 {
 		t.Errorf("%s: processes left in the container after hapsuper exited: %v", r.pod, left)

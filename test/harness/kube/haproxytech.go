@@ -262,7 +262,7 @@ func StartTech(t harness.TB, pod *k8stest.Pod, dir string, m TechMounts, env, ar
 		}
 	}
 	for _, d := range []string{"run", "tmp"} {
-		if err := os.Chmod(filepath.Join(dir, d), 0o1777); err != nil {
+		if err := os.Chmod(filepath.Join(dir, d), os.ModeSticky|0o777); err != nil {
 			t.Fatalf("%v", err)
 		}
 	}
