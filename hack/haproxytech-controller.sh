@@ -37,7 +37,7 @@ if [ -z "$peers" ]; then
 	done
 fi
 if [ -z "$peers" ] || [ ! -f "$peers/$file" ]; then
-	echo "haproxytech-controller.sh: $file not found (set HAPSUPER_PEERS to the folder holding it)" >&2
+	echo "haproxytech-controller.sh: no $file in ${peers:-../shared/peers or /work/shared/peers} (set HAPSUPER_PEERS to the folder holding it)" >&2
 	exit 1
 fi
 echo "$sum  $peers/$file" | sha256sum -c --quiet - || {

@@ -232,7 +232,8 @@ func linkOrCopy(src, dst string) error {
 // the layer over an HAProxy root (overlayfs, the pod's own upper
 // directory), the chart's emptyDir subPaths at /run and /tmp, the
 // ServiceAccount token where the kubelet projects it, all in a mount
-// namespace of its own, run as uid 1000 in the pod's network namespace.
+// namespace of its own, with the pod's name as its hostname (a UTS
+// namespace), run as uid 1000 in the pod's network namespace.
 // The process is hapsuper itself (every step before it execs).
 type TechContainer struct {
 	*Container
@@ -275,9 +276,10 @@ mount --bind "$1/run" "$r/run"
 mount --bind "$1/tmp" "$r/tmp"
 mkdir -p "$r/run/secrets/kubernetes.io/serviceaccount"
 mount --bind -o ro "$4" "$r/run/secrets/kubernetes.io/serviceaccount"
-shift 4
+echo "$5" >/proc/sys/kernel/hostname
+shift 5
 exec chroot --userspec=` + strconv.Itoa(TechUID) + ":" + strconv.Itoa(TechUID) + ` "$r" "$@"`
-	full := append([]string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", dir, m.Layer, m.Root, m.Token}, argv...)
+	full := append([]string{"unshare", "--mount", "--uts", "--propagation", "private", "--", "sh", "-c", script, "sh", dir, m.Layer, m.Root, m.Token, pod.Name}, argv...)
 	cmd := pod.Command(context.Background(), full[0], full[1:]...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
