@@ -231,10 +231,10 @@ func linkOrCopy(src, dst string) error {
 // TechContainer is one pod's container: the drop-in image's root made of
 // the layer over an HAProxy root (overlayfs, the pod's own upper
 // directory), the chart's emptyDir subPaths at /run and /tmp, the
-// ServiceAccount token where the kubelet projects it, all in a mount
-// namespace of its own, with the pod's name as its hostname (a UTS
-// namespace), run as uid 1000 in the pod's network namespace.
-// The process is hapsuper itself (every step before it execs).
+// ServiceAccount token where the kubelet projects it, in PID, mount and
+// UTS namespaces of its own (the pod's name as its hostname), run as uid
+// 1000 in the pod's network namespace. The process is hapsuper itself,
+// PID 1 in its namespace (every step before it execs).
 type TechContainer struct {
 	*Container
 	Dir   string // the pod's directory: upper, work, rootfs, run, tmp, serviceaccount
@@ -268,6 +268,7 @@ func StartTech(t harness.TB, pod *k8stest.Pod, dir string, m TechMounts, env, ar
 		}
 	}
 	script := `set -eu
+mount --make-rprivate /
 r=$1/rootfs
 mount -t overlay overlay -o "lowerdir=$2:$3,upperdir=$1/upper,workdir=$1/work" "$r"
 mount -t proc proc "$r/proc"
@@ -279,10 +280,14 @@ mount --bind -o ro "$4" "$r/run/secrets/kubernetes.io/serviceaccount"
 echo "$5" >/proc/sys/kernel/hostname
 shift 5
 exec chroot --userspec=` + strconv.Itoa(TechUID) + ":" + strconv.Itoa(TechUID) + ` "$r" "$@"`
-	full := append([]string{"unshare", "--mount", "--uts", "--propagation", "private", "--", "sh", "-c", script, "sh", dir, m.Layer, m.Root, m.Token, pod.Name}, argv...)
+	full := append([]string{"sh", "-c", script, "sh", dir, m.Layer, m.Root, m.Token, pod.Name}, argv...)
 	cmd := pod.Command(context.Background(), full[0], full[1:]...)
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// PID, mount and UTS namespaces of the container's own: every step
+	// execs, so hapsuper is PID 1 of the first, and its end ends every
+	// process left in it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL,
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS}
 	p, err := harness.Start(cmd)
 	if err != nil {
 		t.Fatalf("pod %s: %v", pod.Name, err)
@@ -322,12 +327,24 @@ func (c *TechContainer) Processes() []int {
 	return out
 }
 
-// NoteNamespace records the container's mount namespace; call it once
-// hapsuper logged (it runs in it by then).
+// NoteNamespace records the container's mount namespace, and checks that
+// hapsuper is PID 1 of its PID namespace; call it once hapsuper logged (it
+// runs in them by then).
 func (c *TechContainer) NoteNamespace() error {
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", c.Pid()))
 	if err != nil {
 		return fmt.Errorf("read the mount namespace of pod %s: %w", c.Name, err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid()))
+	if err != nil {
+		return fmt.Errorf("read the status of pod %s's hapsuper: %w", c.Name, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(v); len(f) < 2 || f[len(f)-1] != "1" {
+				return fmt.Errorf("pod %s: hapsuper's NSpid is %q: want PID 1 of its own PID namespace", c.Name, strings.TrimSpace(v))
+			}
+		}
 	}
 	self, _ := os.Readlink("/proc/self/ns/mnt")
 	if ns == self {
