@@ -14,6 +14,10 @@
 #   Kubernetes binaries  hack/k8s-binaries.sh: kube-apiserver,
 #                        kube-controller-manager, kube-proxy, kubelet, etcd
 #                        from the Go module proxy (~15 min cold)
+#   kubernetes-ingress   hack/haproxytech-controller.sh: HAProxy Technologies'
+#                        controller v3.2.11 from the peers' source tarball
+#                        ($HAPSUPER_PEERS, else ../shared/peers beside the
+#                        repository, else /work/shared/peers; 7-14 min cold)
 #   HAProxy 3.0/3.2/3.4  hack/haproxy-root.sh: Debian roots (~1 min each cold)
 #   charts, Helm         hack/charts.sh: the peers' chart tarballs (sha256
 #                        checked) and Helm v3.21.4 from the Go module proxy
@@ -47,6 +51,7 @@ echo "setup: $(haproxy -v 2>&1 | sed -n 1p); $(go version)"
 echo "setup: Kubernetes test binaries"
 bash hack/k8s-binaries.sh
 bash hack/haproxy-ingress.sh # haproxy-ingress v0.16.1 and its rootfs/ for test/k8s (~3 min cold)
+sh hack/haproxytech-controller.sh # kubernetes-ingress v3.2.11 from the peers' tarball, for test/k8s (7-14 min cold)
 for v in 3.0 3.2 3.4; do
 	echo "setup: HAProxy $v root"
 	bash hack/haproxy-root.sh "$v"

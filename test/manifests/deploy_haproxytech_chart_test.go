@@ -1,17 +1,8 @@
 package manifests_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,27 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/haproxy"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
-)
-
-// The kubernetes-ingress chart the drop-in's values are for: a tarball of
-// the chart's directory at its tag (kubernetes-ingress-1.52.1), looked for
-// in $HAPSUPER_CHARTS (default /var/cache/hapsuper/charts), and Helm, run
-// from $HELM or built from its module.
-const (
-	kubernetesIngressChart       = "haproxytech-kubernetes-ingress-chart-1.52.1.tar.gz"
-	kubernetesIngressChartSHA256 = "68cfc55ba11f651c857ae94ddccf0c2654edfe8a0b154972e165d779f5cb260b"
-	helmModule                   = "helm.sh/helm/v3/cmd/helm@v3.21.4"
-	helmInstalled                = "/var/cache/hapsuper/bin/helm" // hack/charts.sh
-	chartsDefault                = "/var/cache/hapsuper/charts"
-	// kubeVersion is the cluster's version Helm renders for (the chart
-	// requires 1.23 or later): the Kubernetes test/k8s runs
-	// (tools/k8s/go.mod).
-	kubeVersion = "1.37.2"
 )
 
 // The values, rendered by Helm with the real chart, give the controller
@@ -55,9 +29,7 @@ const (
 // without a warning. docs/haproxytech.md says what the chart mounts at
 // /run and the drain's bound with these settings.
 func TestDeploy_HAProxyTechChart(t *testing.T) {
-	objs := helmTemplate(t, kubernetesIngressChart, kubernetesIngressChartSHA256, "kubernetes-ingress",
-		"haproxy-kubernetes-ingress", "haproxy-controller",
-		filepath.Join(kube.DeployDir(t), "haproxytech-ingress", "values.yaml"))
+	objs := kube.RenderHAProxyTechIn(t, "haproxy-controller").Objects
 
 	d := renderedDeployment(t, objs)
 	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
@@ -84,8 +56,16 @@ func TestDeploy_HAProxyTechChart(t *testing.T) {
 		t.Errorf("ConfigMap %s timeout-client-fin %v: want a positive time, or HTTP/2 connections stay open after the soft stop", name, d)
 	}
 	keepAlive := configTime(t, data, "timeout-http-keep-alive")
-	if limit := s.Budget() - s.WithdrawnQuiet(s.Routing); keepAlive <= 0 || keepAlive > limit {
+	limit := s.Budget() - s.WithdrawnQuiet(s.Routing)
+	if keepAlive <= 0 || keepAlive > limit {
 		t.Errorf("ConfigMap %s timeout-http-keep-alive %v: want a positive time within %v (the stop budget %v less the withdrawn quiet period); the image's 60 s outlasts it", name, keepAlive, limit, s.Budget())
+	}
+	// HAProxy 3.2 and 3.4 keep an HTTP/2 connection that its client holds
+	// idle after the soft stop's GOAWAY for timeout client (test/k8s's
+	// TestHAProxyTech_RealController measured the image's 50 s): no longer
+	// than the keep-alive, so that the pod ends with its last client.
+	if client := configTime(t, data, "timeout-client"); client <= 0 || client > keepAlive {
+		t.Errorf("ConfigMap %s timeout-client %v: want a positive time within the keep-alive %v; the image's 50 s keeps every pod that long after its last request", name, client, keepAlive)
 	}
 
 	// What the controller writes for that ConfigMap (haproxy/testdata, made
@@ -186,128 +166,4 @@ func mountedVolume(d *appsv1.Deployment, c corev1.Container, path string) (corev
 		}
 	}
 	return corev1.Volume{}, false
-}
-
-// helmTemplate renders the chart dir of the tarball (checked against its
-// sha256) as `helm template release -n ns -f values` does.
-func helmTemplate(t *testing.T, tarball, sum, dir, release, ns, values string) []*unstructured.Unstructured {
-	t.Helper()
-	charts := os.Getenv("HAPSUPER_CHARTS")
-	if charts == "" {
-		charts = chartsDefault
-	}
-	b, err := os.ReadFile(filepath.Join(charts, tarball))
-	if err != nil {
-		msg := fmt.Sprintf("no chart %s in %s (%v): put the chart's tarball there or set HAPSUPER_CHARTS", tarball, charts, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
-		t.Fatalf("chart %s has sha256 %x, want %s", tarball, got, sum)
-	}
-	root := t.TempDir()
-	chart, err := extractChart(b, root, dir)
-	if err != nil {
-		t.Fatalf("extract %s: %v", tarball, err)
-	}
-	argv := []string{"template", release, chart, "--namespace", ns, "--kube-version", kubeVersion, "-f", values}
-	var cmd *exec.Cmd
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute) // a first build of Helm takes minutes
-	defer cancel()
-	if h := helmBinary(); h != "" {
-		cmd = exec.CommandContext(ctx, h, argv...)
-	} else {
-		cmd = exec.CommandContext(ctx, "go", append([]string{"run", helmModule}, argv...)...)
-		cmd.Dir = root // outside every module: go run pkg@version
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
-	}
-	t.Logf("rendered %s with %s", tarball, cmd.Args[0]+" "+cmd.Args[1])
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var o map[string]any
-		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decode helm template output: %v", err)
-		}
-		if o != nil {
-			objs = append(objs, &unstructured.Unstructured{Object: o})
-		}
-	}
-	return objs
-}
-
-// helmBinary is $HELM, else the Helm hack/charts.sh installs, else ""
-// (then the test builds it from its module).
-func helmBinary() string {
-	if h := os.Getenv("HELM"); h != "" {
-		return h
-	}
-	if _, err := os.Stat(helmInstalled); err == nil {
-		return helmInstalled
-	}
-	return ""
-}
-
-// extractChart writes the tarball's files under root and returns the
-// directory named dir that holds a Chart.yaml.
-func extractChart(b []byte, root, dir string) (string, error) {
-	gz, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return "", err
-	}
-	tr := tar.NewReader(gz)
-	var chart string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
-		name := filepath.Clean(h.Name)
-		if filepath.IsAbs(name) || strings.HasPrefix(name, "..") {
-			return "", fmt.Errorf("entry %q outside the archive", h.Name)
-		}
-		p := filepath.Join(root, name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = writeLimited(p, tr, 16<<20)
-			}
-			if filepath.Base(p) == "Chart.yaml" && filepath.Base(filepath.Dir(p)) == dir && chart == "" {
-				chart = filepath.Dir(p)
-			}
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	if chart == "" {
-		return "", fmt.Errorf("no %s/Chart.yaml in it", dir)
-	}
-	return chart, nil
-}
-
-func writeLimited(path string, r io.Reader, limit int64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, io.LimitReader(r, limit)); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
