@@ -65,6 +65,11 @@ type Settings struct {
 	// changed, counted by the next readings. Later ones are late arrivals
 	// (audit.go).
 	InFlightWindow time.Duration
+	// InFlightAllowance is how long after a confirmation's evidence
+	// (Routing.SyncedBy) a new connection is still explained by it: a SYN
+	// already on the wire when the last node's rules dropped the pod,
+	// counted by a reading that ends up to two poll intervals later.
+	InFlightAllowance time.Duration
 }
 
 // Worker is one HAProxy worker process as seen in one observation.
@@ -138,6 +143,15 @@ type Routing struct {
 	// balancer's window passed since the node's check was seen failing. It
 	// ends a drain with ReasonLBMarkedDown (unless APIOnly).
 	Balancer bool
+	// Confirmed says a withdrawn State rests on every node's kube-proxy
+	// having programmed the withdrawal, and on nothing else (no balancer,
+	// no load balancer delay, no path unobserved): no path the verdict sees
+	// sends a new connection here after the confirming syncs. SyncedBy is
+	// when the last of them can have completed, our clock; zero when a
+	// node's confirmation does not date its sync (the verdict's own
+	// instant then stands).
+	Confirmed bool
+	SyncedBy  time.Time
 }
 
 // RoutingConditions are routing/'s typed conditions behind a Routing. Text

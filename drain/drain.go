@@ -53,6 +53,18 @@ import (
 // stop request and are kept in every state, so routing that flaps from
 // withdrawn back to pending falls back to the requests' clock at once.
 //
+// Confirmed routing. Where every node's kube-proxy confirmed the withdrawal
+// (Routing.Confirmed), the confirmation dates itself: its evidence is the
+// latest completion of the last node's confirming sync (Routing.SyncedBy,
+// the earliest of the confirmed spell, never after its first verdict). A
+// change of Connections shown by a reading taken by the evidence plus
+// Settings.InFlightAllowance (a SYN already on the wire, counted up to two
+// polls later) is explained by it and needs no further window; a later one
+// is unexplained, late (the audit), and waits WithdrawnQuietPeriod. The soft
+// stop comes at the later of the evidence plus the allowance and the last
+// unexplained change plus the period. The API alone or a balancer never
+// confirms: there the rule above stands.
+//
 // The audit. Once routing is withdrawn, every new connection counted
 // (Worker.Accepted) after Settings.InFlightWindow is a late arrival: some
 // path the verdict did not see still sends here. It moves the quiet clock
@@ -103,6 +115,10 @@ type Drain struct {
 	detail   string
 	routing  Routing   // fed, with the pod's own check: what the drain decides on
 	podCheck *PodCheck // nil: none fed
+	// evidence is the confirmation's evidence over the current confirmed
+	// spell (Routing.Confirmed): the earliest SyncedBy, never after the
+	// spell's first verdict; zero while routing is not confirmed.
+	evidence time.Time
 	q        quiet
 	a        audit
 }
@@ -114,7 +130,7 @@ func New(s Settings) *Drain {
 		phase:   Starting,
 		routing: Routing{State: RoutingOff},
 		q:       newQuiet(s),
-		a:       audit{window: s.InFlightWindow},
+		a:       audit{window: s.InFlightWindow, allow: s.InFlightAllowance},
 	}
 }
 
@@ -206,7 +222,37 @@ func (d *Drain) Observe(o Observation) int {
 // with the pod's own check once SetPodCheck fed one.
 func (d *Drain) SetRouting(r Routing, now time.Time) {
 	d.routing = withPodCheck(r, d.podCheck)
-	d.a.routing(d.routing, now)
+	d.confirm(now)
+	d.a.routing(d.routing, now, d.evidence)
+}
+
+// confirm follows the confirmation's evidence. A verdict dates the syncs it
+// rests on; the earliest date of a confirmed spell stands, since rules that
+// dropped the pod stay dropped until a verdict says otherwise (a newer sync
+// must not move it later), and the verdict's own instant bounds it.
+func (d *Drain) confirm(now time.Time) {
+	r := d.routing
+	if r.State != RoutingWithdrawn || !r.Confirmed || r.APIOnly || r.Balancer {
+		d.evidence = time.Time{}
+		return
+	}
+	ev := now
+	if !r.SyncedBy.IsZero() && r.SyncedBy.Before(now) {
+		ev = r.SyncedBy
+	}
+	if d.evidence.IsZero() || ev.Before(d.evidence) {
+		d.evidence = ev
+	}
+}
+
+// explainedBy is the instant until which a new connection is explained by
+// routing's confirmation: its evidence plus the in-flight allowance; zero
+// while routing is not confirmed.
+func (d *Drain) explainedBy() time.Time {
+	if d.evidence.IsZero() {
+		return time.Time{}
+	}
+	return d.evidence.Add(d.s.InFlightAllowance)
 }
 
 // SetPodCheck feeds the condition of the balancers that check the pod
@@ -223,12 +269,12 @@ func (d *Drain) Routing() Routing { return d.routing }
 func (d *Drain) Tick(now time.Time) Action {
 	switch d.phase {
 	case Draining:
-		if d.q.met(now, d.withdrawn()) && routingMet(d.routing) {
+		if d.q.met(now, d.withdrawn(), d.explainedBy()) && routingMet(d.routing) {
 			reason, detail := routingReason(d.routing), d.routing.Detail()
 			if reason == ReasonLBMarkedDown {
 				// The balancer's window is a setting: what the pod saw
 				// after it is the evidence, so the result names it.
-				detail += "; " + d.q.detail(now, true)
+				detail += "; " + d.q.detail(now, true, time.Time{})
 			}
 			if d.a.late > 0 {
 				// A path the verdict did not see sent here: the result
@@ -275,8 +321,8 @@ func (d *Drain) pending(now time.Time) string {
 	if !routingMet(d.routing) || d.routing.State == RoutingUnverified {
 		p = append(p, "routing: "+d.routing.Stated())
 	}
-	if !d.q.met(now, d.withdrawn()) || !d.q.readable(now) {
-		p = append(p, "quiet: "+d.q.detail(now, d.withdrawn()))
+	if !d.q.met(now, d.withdrawn(), d.explainedBy()) || !d.q.readable(now) {
+		p = append(p, "quiet: "+d.q.detail(now, d.withdrawn(), d.explainedBy()))
 	}
 	return strings.Join(p, "; ")
 }

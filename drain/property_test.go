@@ -37,10 +37,16 @@ type oracle struct {
 	lastOK    time.Time
 	stopAt    time.Time
 	routing   RoutingState
-	soft      time.Time // when SoftStop was returned
-	hard      bool
-	exited    bool
-	stopping  bool
+	// cchanges are the instants of every change of Connections (the stop
+	// request included), for the confirmed rule; evidence is the earliest
+	// date of the current confirmed spell, zero while not confirmed.
+	cchanges []time.Time
+	evidence time.Time
+	apiOnly  bool
+	soft     time.Time // when SoftStop was returned
+	hard     bool
+	exited   bool
+	stopping bool
 }
 
 func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
@@ -68,6 +74,9 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 	if cchanged && at.After(o.cchange) {
 		o.cchange = at
 	}
+	if cchanged {
+		o.cchanges = append(o.cchanges, at)
+	}
 	o.counts, o.conns, o.blind, o.lastOK = next, cnext, false, at
 }
 
@@ -75,11 +84,32 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 // change, which is never before the stop request. Once routing is
 // withdrawn, the connections' change and WithdrawnQuietPeriod decide.
 func (o *oracle) quiet(now time.Time) bool {
-	end := o.change.Add(o.s.QuietPeriod)
-	if o.routing == RoutingWithdrawn {
-		end = o.cchange.Add(o.s.WithdrawnQuietPeriod)
-	}
+	end := o.quietEnd()
 	return !o.blind && !o.lastOK.Before(end) && !now.Before(end)
+}
+
+// quietEnd is when quiet can hold. Where routing is confirmed: the later of
+// the evidence plus the allowance and the period after the last change
+// shown after it (the stop request counting as one, if not before it
+// either); changes are tracked from the stop request on.
+func (o *oracle) quietEnd() time.Time {
+	switch {
+	case o.routing != RoutingWithdrawn:
+		return o.change.Add(o.s.QuietPeriod)
+	case o.evidence.IsZero():
+		return o.cchange.Add(o.s.WithdrawnQuietPeriod)
+	}
+	explained := o.evidence.Add(o.s.InFlightAllowance)
+	end := explained
+	for _, c := range append([]time.Time{o.stopAt}, o.cchanges...) {
+		if c.Before(o.stopAt) || !c.After(explained) {
+			continue
+		}
+		if e := c.Add(o.s.WithdrawnQuietPeriod); e.After(end) {
+			end = e
+		}
+	}
+	return end
 }
 
 func checkRandomDrain(t *testing.T, seed uint64) {
@@ -88,6 +118,7 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	s := Settings{QuietPeriod: ms(300, 3000), Margin: ms(0, 2000)}
 	s.WithdrawnQuietPeriod = ms(100, int(s.QuietPeriod/time.Millisecond))
+	s.InFlightAllowance = ms(0, 400)
 	s.MaxWait = s.QuietPeriod + ms(0, 12000)
 	s.GracePeriod = s.MaxWait + s.Margin + ms(0, 10000)
 
@@ -143,9 +174,31 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			d.Observe(Observation{At: now, Err: errPoll, Reloading: reloading})
 			o.observe(now, nil, errPoll, reloading)
 		case p < 63:
-			st := []RoutingState{RoutingOff, RoutingPending, RoutingWithdrawn, RoutingUnverified}[rng.IntN(4)]
-			d.SetRouting(Routing{State: st}, now)
-			o.routing = st
+			st := []RoutingState{RoutingOff, RoutingPending, RoutingWithdrawn, RoutingUnverified, RoutingWithdrawn}[rng.IntN(5)]
+			r := Routing{State: st}
+			if st == RoutingWithdrawn && rng.IntN(2) == 0 {
+				// Confirmed by kube-proxy, its syncs dated up to 2 s
+				// back (or later than the verdict, or not at all).
+				r.Confirmed = true
+				if rng.IntN(5) > 0 {
+					r.SyncedBy = now.Add(ms(-2000, 200))
+				}
+				if rng.IntN(10) == 0 {
+					r.APIOnly = true // never confirmed
+				}
+			}
+			d.SetRouting(r, now)
+			o.routing, o.apiOnly = st, r.APIOnly
+			if ev := now; r.Confirmed && !r.APIOnly {
+				if !r.SyncedBy.IsZero() && r.SyncedBy.Before(now) {
+					ev = r.SyncedBy
+				}
+				if o.evidence.IsZero() || ev.Before(o.evidence) {
+					o.evidence = ev
+				}
+			} else {
+				o.evidence = time.Time{}
+			}
 		case p < 65:
 			d.SetPodGracePeriod(ms(0, 32000))
 		case p < 66 && step > stopStep+20:
@@ -177,10 +230,18 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				if o.routing == RoutingWithdrawn {
 					floor = s.WithdrawnQuietPeriod
 				}
+				if !o.evidence.IsZero() {
+					// Confirmed: never before the evidence plus the
+					// allowance, nor the period after a change shown later.
+					floor = 0
+					if ends && now.Before(o.evidence.Add(s.InFlightAllowance)) {
+						fail("soft stop %v before the confirmation's evidence %v + allowance", now.Sub(t0), o.evidence.Sub(t0))
+					}
+				}
 				if ends && now.Before(o.stopAt.Add(floor)) {
 					fail("soft stop %v after the stop request, before the quiet period of routing %s", now.Sub(o.stopAt), o.routing)
 				}
-				want := routingReason(Routing{State: o.routing})
+				want := routingReason(Routing{State: o.routing, APIOnly: o.apiOnly})
 				if !ends {
 					want = ReasonBound
 					// HAProxy answers (a recent reading, the last one

@@ -141,14 +141,29 @@ func (q *quiet) clock(withdrawn bool) (clock, time.Duration) {
 	return q.all, q.period
 }
 
+// end is the instant from which quiet can hold: the period after the last
+// change of the clock that decides. Where routing is confirmed
+// (explainedBy: its evidence plus the in-flight allowance, zero
+// otherwise), a change shown by a reading taken by explainedBy is
+// explained by the confirmation, the stop request and the first reading
+// after a blind spell included: quiet can hold from explainedBy. A later
+// change is unexplained and waits the period: the later of the two.
+func (q *quiet) end(withdrawn bool, explainedBy time.Time) time.Time {
+	c, period := q.clock(withdrawn)
+	if withdrawn && !explainedBy.IsZero() && !c.last.After(explainedBy) {
+		return explainedBy
+	}
+	return c.last.Add(period)
+}
+
 // met reports whether quiet holds at now: the last successful reading is the
-// latest one and was taken at least the period after the last change.
-func (q *quiet) met(now time.Time, withdrawn bool) bool {
+// latest one and was taken at or after the end (the period after the last
+// change; see end).
+func (q *quiet) met(now time.Time, withdrawn bool, explainedBy time.Time) bool {
 	if q.blind {
 		return false
 	}
-	c, period := q.clock(withdrawn)
-	end := c.last.Add(period)
+	end := q.end(withdrawn, explainedBy)
 	return !q.lastOK.Before(end) && !now.Before(end)
 }
 
@@ -173,7 +188,7 @@ func (q *quiet) answering(now time.Time) bool {
 }
 
 // detail says, for a person, why quiet does not hold at now.
-func (q *quiet) detail(now time.Time, withdrawn bool) string {
+func (q *quiet) detail(now time.Time, withdrawn bool, explainedBy time.Time) string {
 	switch {
 	case q.blind && q.lastErr != nil && q.reloading:
 		return fmt.Sprintf("counters unreadable for %s while HAProxy reloads: %v", ago(now, q.lastErrAt), q.lastErr)
@@ -185,6 +200,13 @@ func (q *quiet) detail(now time.Time, withdrawn bool) string {
 		return fmt.Sprintf("last reading %s ago", ago(now, q.lastOK))
 	}
 	c, period := q.clock(withdrawn)
+	if end := q.end(withdrawn, explainedBy); withdrawn && end.Equal(explainedBy) {
+		d := "new connections so far explained by kube-proxy's confirmation"
+		if now.Before(end) {
+			return d + fmt.Sprintf(" (its syncs + the in-flight allowance end in %s)", ago(end, now))
+		}
+		return d + fmt.Sprintf(", last reading %s ago", ago(now, q.lastOK))
+	}
 	var what string
 	switch {
 	case c.cause == changeRequest && !withdrawn:
@@ -202,6 +224,9 @@ func (q *quiet) detail(now time.Time, withdrawn bool) string {
 		what = "%s since the stop request"
 	}
 	d := fmt.Sprintf(what, ago(now, c.last))
+	if withdrawn && !explainedBy.IsZero() {
+		d = "unexplained by kube-proxy's confirmation: " + d
+	}
 	if !now.Before(c.last.Add(period)) {
 		d += fmt.Sprintf(", last reading %s ago", ago(now, q.lastOK))
 	}

@@ -437,6 +437,7 @@ func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
 		InFlightWindow:       auditWindow(s, mode),
+		InFlightAllowance:    s.InFlightAllowance(),
 	}
 	if s.Companion != "" {
 		// The companion's stop comes between the drain's end and the soft
