@@ -117,7 +117,7 @@ func TestConfirmedEvidenceNeverMovesLater(t *testing.T) {
 	r.want(sec(0.9), r.poll(sec(0.9), nc(100, 7)), None)
 	r.confirmed(sec(1.0), -1) // undated: 1.0 s, explains until 1.2 s
 	r.want(sec(1.1), r.poll(sec(1.1), nc(100, 8)), None)
-	r.confirmed(sec(1.15), sec(1.1)) // a newer sync: 1.0 s stands
+	r.confirmed(sec(1.15), sec(1.1))                       // a newer sync: 1.0 s stands
 	r.want(sec(1.25), r.poll(sec(1.25), nc(100, 9)), None) // after 1.2 s: unexplained
 	r.pollIdle(sec(1.35), sec(1.65), sec(0.1), nc(100, 9))
 	r.want(sec(1.75), r.poll(sec(1.75), nc(100, 9)), SoftStop)
