@@ -90,6 +90,10 @@ type Worker struct {
 	// Accepted is each counted frontend's stot: new connections only,
 	// which the audit of a withdrawn verdict accounts for (audit.go).
 	Accepted map[string]uint64
+	// Opened is each counted frontend's conn_tot: the connections it
+	// accepted, which the worker's stop line gives final once it stops
+	// accepting (Drain.WorkerStopped); nil when HAProxy does not show it.
+	Opened map[string]uint64
 }
 
 // Observation is one poll of HAProxy's master CLI. Err set means the poll
@@ -106,6 +110,17 @@ type Observation struct {
 	// proved; but HAProxy has not stopped answering: a drain that reaches
 	// its bound so ends ReasonBound, not ReasonUnavailable.
 	Reloading bool
+	// Reloads is the master's reload count at a successful poll (0 when
+	// unknown). Over a blind spell it says how many workers can have come:
+	// more reloads than new workers seen may hide one that came and went
+	// unseen.
+	Reloads int
+	// Ungraceful lists, sorted, the counted HTTP frontends whose requests
+	// count in Worker.Connections at this poll (no inspection of the
+	// configuration after the last reload said their soft stop is
+	// graceful); nil: unchanged. When it changes, Connections is summed
+	// over another set and is compared through Requests for that poll.
+	Ungraceful []string
 }
 
 // RoutingState is the routing condition as reported by routing/.

@@ -218,6 +218,14 @@ func (d *Drain) Observe(o Observation) int {
 	return d.a.observe(o, d.phase == Draining)
 }
 
+// WorkerStopped feeds a worker's stop line ("Proxy web stopped
+// (cumulated conns: FE: 65, …)"): frontend fe of worker pid had accepted
+// opened connections when the worker stopped accepting. It accounts for a
+// worker that leaves while the counters cannot be read (quiet.go).
+func (d *Drain) WorkerStopped(pid int, fe string, opened uint64, now time.Time) {
+	d.q.stopped(pid, fe, opened, now)
+}
+
 // SetRouting feeds the routing condition; the latest one counts, combined
 // with the pod's own check once SetPodCheck fed one.
 func (d *Drain) SetRouting(r Routing, now time.Time) {

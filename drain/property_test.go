@@ -2,6 +2,7 @@ package drain
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -55,7 +56,18 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 		return
 	}
 	o.reloading = false
-	changed, cchanged := o.blind, o.blind
+	// After a failed reading (or before any), a change unless the workers
+	// of the last successful reading are all still there: one that left
+	// may have served unseen (these workers have no stop line).
+	hidden := o.blind && o.counts == nil
+	if o.blind {
+		for pid := range o.counts {
+			if !slices.ContainsFunc(ws, func(w Worker) bool { return w.PID == pid }) {
+				hidden = true
+			}
+		}
+	}
+	changed, cchanged := hidden, hidden
 	next, cnext := map[int]uint64{}, map[int]uint64{}
 	for _, w := range ws {
 		prev, ok := o.counts[w.PID]

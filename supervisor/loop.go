@@ -50,6 +50,10 @@ type loop struct {
 	companion *companion
 	comp      companionRecord
 
+	// The workers' stop lines, from HAProxy's stderr (stopline.go); nil
+	// without a relay.
+	stopLines <-chan workerStop
+
 	// Reads the configuration again after each reload, off the loop
 	// (reinspect.go); nil until the first.
 	inspector *inspector
@@ -136,6 +140,8 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.askReload(a, l.now())
 		case r := <-l.inspector.resultsCh():
 			l.onInspection(r)
+		case st := <-l.stopLines:
+			l.drain.WorkerStopped(st.pid, st.proxy, st.opened, l.now())
 		case <-tick.C:
 			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
 		case <-wake.C:
