@@ -115,6 +115,11 @@ type Observation struct {
 	// more reloads than new workers seen may hide one that came and went
 	// unseen.
 	Reloads int
+	// Loading lists the PIDs of current workers the master lists but whose
+	// counters could not be read yet (a reload's new worker still loading
+	// its configuration: it has served nothing): workers that exist, for
+	// the count of new workers against reloads.
+	Loading []int
 	// Ungraceful lists, sorted, the counted HTTP frontends whose requests
 	// count in Worker.Connections at this poll (no inspection of the
 	// configuration after the last reload said their soft stop is

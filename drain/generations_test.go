@@ -119,3 +119,16 @@ func TestUngracefulSetChangeIsNoChange(t *testing.T) {
 	r.want(sec(1.5), obs(1.5, 20, "api", "web"), None)
 	r.want(sec(2), obs(2, 20, "api", "web"), SoftStop)
 }
+
+// A reload's new worker still loading (listed, not read) is a worker that
+// exists: with the old one's stop line, nothing was hidden.
+func TestReloadWhileBlindNewWorkerStillLoading(t *testing.T) {
+	r := serving(t, settings)
+	r.reload(0, 0, gw(100, 5, 5, 0))
+	r.stop(0)
+	r.want(sec(1), r.fail(sec(1)), None)
+	r.d.WorkerStopped(100, "web", 5, at(sec(1.05)))
+	r.d.Observe(Observation{At: at(sec(1.1)), Reloads: 1, Loading: []int{200}})
+	r.want(sec(1.1), r.d.Tick(at(sec(1.1))), None)
+	r.want(sec(2), r.reload(2, 1, gw(200, 0, 0, 0)), SoftStop)
+}

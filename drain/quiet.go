@@ -123,6 +123,11 @@ func (q *quiet) observe(o Observation) {
 	all, conns := changeNone, changeNone
 	next := make(map[int]counts, len(o.Workers))
 	fresh := 0
+	for _, pid := range o.Loading {
+		if _, known := q.counts[pid]; !known {
+			fresh++
+		}
+	}
 	for _, w := range o.Workers {
 		prev, known := q.counts[w.PID]
 		if !known {

@@ -161,6 +161,9 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 	}
 	graceful := p.graceful.load()
 	o.Reloads, o.Ungraceful = s.Master.Reloads, []string{}
+	for _, w := range s.Unreachable {
+		o.Loading = append(o.Loading, w.PID) // never answered: remember fails for one that did
+	}
 	for _, w := range s.Workers {
 		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns,
 			Accepted: make(map[string]uint64, len(w.Frontends)), Opened: make(map[string]uint64, len(w.Frontends))}
