@@ -54,11 +54,11 @@ const maxUnjudged = 64
 // is not confirmed): readings after it are late even if they came before
 // the verdict, so the readings of the drain not yet counted are judged
 // again.
-func (a *audit) routing(r Routing, now, evidence time.Time) {
+func (a *audit) routing(r Routing, now, evidence time.Time) (late int) {
 	switch {
 	case r.State != RoutingWithdrawn:
 		a.since, a.by = time.Time{}, time.Time{}
-		return
+		return 0
 	case a.since.IsZero():
 		a.since = now
 	}
@@ -69,12 +69,13 @@ func (a *audit) routing(r Routing, now, evidence time.Time) {
 	kept := a.unjudged[:0]
 	for _, e := range a.unjudged {
 		if e.at.After(a.by) {
-			a.count(e)
+			late += a.count(e)
 		} else {
 			kept = append(kept, e)
 		}
 	}
 	a.unjudged = kept
+	return late
 }
 
 // observe counts the new connections of a successful reading: a worker's

@@ -18,12 +18,12 @@ var confirmSettings = func() Settings {
 
 // confirmed is a withdrawn verdict that every node's kube-proxy confirmed,
 // its last confirming sync done by syncedBy (negative: undated).
-func (r *run) confirmed(off, syncedBy time.Duration) {
+func (r *run) confirmed(off, syncedBy time.Duration) int {
 	rt := Routing{State: RoutingWithdrawn, Confirmed: true, Why: note("confirmed")}
 	if syncedBy >= 0 {
 		rt.SyncedBy = at(syncedBy)
 	}
-	r.d.SetRouting(rt, at(off))
+	return r.d.SetRouting(rt, at(off))
 }
 
 // Clients open connections until the last node's rules drop the pod (1.0 s);
@@ -96,7 +96,9 @@ func TestConfirmedJudgesReadingsBeforeTheVerdict(t *testing.T) {
 	r.stop(0)
 	r.want(sec(0.4), r.poll(sec(0.4), nc(100, 6)), None)
 	r.want(sec(0.9), r.poll(sec(0.9), nc(100, 9)), None)
-	r.confirmed(sec(1.0), sec(0.3)) // explains until 0.5 s
+	if n := r.confirmed(sec(1.0), sec(0.3)); n != 3 { // explains until 0.5 s
+		t.Errorf("SetRouting found %d late arrivals, want 3", n)
+	}
 	if st := r.d.Status(at(sec(1.0))); st.LateConnections != 3 {
 		t.Fatalf("LateConnections %d, want the 3 counted at 0.9 s", st.LateConnections)
 	}

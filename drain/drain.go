@@ -227,11 +227,13 @@ func (d *Drain) WorkerStopped(pid int, fe string, opened uint64, now time.Time) 
 }
 
 // SetRouting feeds the routing condition; the latest one counts, combined
-// with the pod's own check once SetPodCheck fed one.
-func (d *Drain) SetRouting(r Routing, now time.Time) {
+// with the pod's own check once SetPodCheck fed one. It returns how many
+// late arrivals (audit.go) a confirmation found in the readings taken
+// before it came.
+func (d *Drain) SetRouting(r Routing, now time.Time) int {
 	d.routing = withPodCheck(r, d.podCheck)
 	d.confirm(now)
-	d.a.routing(d.routing, now, d.evidence)
+	return d.a.routing(d.routing, now, d.evidence)
 }
 
 // confirm follows the confirmation's evidence. A verdict dates the syncs it
