@@ -44,6 +44,11 @@ type oracle struct {
 	cchanges []time.Time
 	evidence time.Time
 	apiOnly  bool
+	// Stop lines: delivered ones per PID (of workers seen), and the
+	// workers gone during a blind spell awaiting theirs, from goneAt.
+	lines    map[int]uint64
+	gone     map[int]uint64
+	goneAt   time.Time
 	soft     time.Time // when SoftStop was returned
 	hard     bool
 	exited   bool
@@ -56,15 +61,24 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 		return
 	}
 	o.reloading = false
-	// After a failed reading (or before any), a change unless the workers
-	// of the last successful reading are all still there: one that left
-	// may have served unseen (these workers have no stop line).
+	// After a failed reading (or before any), a change unless every worker
+	// of the last successful reading is still there or left with a stop
+	// line showing no connection since (none of these has sessions). One
+	// whose line has not come holds quiet until it comes or 500 ms pass.
 	hidden := o.blind && o.counts == nil
-	if o.blind {
-		for pid := range o.counts {
-			if !slices.ContainsFunc(ws, func(w Worker) bool { return w.PID == pid }) {
-				hidden = true
+	if o.blind && o.counts != nil {
+		for pid, last := range o.conns {
+			if slices.ContainsFunc(ws, func(w Worker) bool { return w.PID == pid }) {
+				continue
 			}
+			if final, ok := o.lines[pid]; ok {
+				hidden = hidden || final != last
+				continue
+			}
+			if o.gone == nil {
+				o.gone = map[int]uint64{}
+			}
+			o.gone[pid], o.goneAt = last, at
 		}
 	}
 	changed, cchanged := hidden, hidden
@@ -90,6 +104,45 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 		o.cchanges = append(o.cchanges, at)
 	}
 	o.counts, o.conns, o.blind, o.lastOK = next, cnext, false, at
+	o.settle(at)
+}
+
+// line delivers a stop line: kept for a worker of the last successful
+// reading, or one awaiting its line.
+func (o *oracle) line(pid int, final uint64, now time.Time) {
+	_, seen := o.conns[pid]
+	_, waiting := o.gone[pid]
+	if !seen && !waiting {
+		return
+	}
+	if o.lines == nil {
+		o.lines = map[int]uint64{}
+	}
+	o.lines[pid] = max(o.lines[pid], final)
+	o.settle(now)
+}
+
+// settle: a gone worker whose line came with a connection since, or whose
+// line did not come within 500 ms, is a change of both counters at the
+// reading that found it gone.
+func (o *oracle) settle(now time.Time) {
+	for pid, last := range o.gone {
+		final, ok := o.lines[pid]
+		switch {
+		case ok && final == last:
+		case ok, !now.Before(o.goneAt.Add(500 * time.Millisecond)):
+			if o.goneAt.After(o.change) {
+				o.change = o.goneAt
+			}
+			if o.goneAt.After(o.cchange) {
+				o.cchange = o.goneAt
+			}
+			o.cchanges = append(o.cchanges, o.goneAt)
+		default:
+			continue
+		}
+		delete(o.gone, pid)
+	}
 }
 
 // quiet: the latest reading succeeded and came the period after the last
@@ -97,7 +150,7 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 // withdrawn, the connections' change and WithdrawnQuietPeriod decide.
 func (o *oracle) quiet(now time.Time) bool {
 	end := o.quietEnd()
-	return !o.blind && !o.lastOK.Before(end) && !now.Before(end)
+	return !o.blind && len(o.gone) == 0 && !o.lastOK.Before(end) && !now.Before(end)
 }
 
 // quietEnd is when quiet can hold. Where routing is confirmed: the later of
@@ -140,6 +193,11 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 	conns := map[int]uint64{100: 0}   // Connections per PID: a part of the same traffic
 	nextPID := 101
 	now := t0
+	type stopLine struct {
+		pid   int
+		final uint64
+	}
+	var later []stopLine // stop lines delivered at a later step
 	stopStep := rng.IntN(40)
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -152,6 +210,12 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				fail("StopRequested refused")
 			}
 			o.stopAt, o.change, o.cchange = now, now, now
+		}
+		if len(later) > 0 && rng.IntN(2) == 0 {
+			l := later[0]
+			later = later[1:]
+			d.WorkerStopped(l.pid, "web", l.final, now)
+			o.line(l.pid, l.final, now)
 		}
 		switch p := rng.IntN(100); {
 		case p < 50:
@@ -166,6 +230,16 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				case q < 27:
 					workers[pid], conns[pid] = n/2, conns[pid]/2
 				case q < 30:
+					// Its stop line (a connection unseen, or none) comes
+					// now, later, or never.
+					l := stopLine{pid, conns[pid] + uint64(max(0, rng.IntN(4)-1))}
+					switch rng.IntN(3) {
+					case 0:
+						d.WorkerStopped(l.pid, "web", l.final, now)
+						o.line(l.pid, l.final, now)
+					case 1:
+						later = append(later, l)
+					}
 					delete(workers, pid)
 					delete(conns, pid)
 				}
@@ -177,7 +251,7 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			}
 			var ws []Worker
 			for pid, n := range workers {
-				ws = append(ws, Worker{PID: pid, Requests: n, Connections: conns[pid]})
+				ws = append(ws, Worker{PID: pid, Requests: n, Connections: conns[pid], Opened: map[string]uint64{"web": conns[pid]}})
 			}
 			d.Observe(Observation{At: now, Workers: ws})
 			o.observe(now, ws, nil, false)
