@@ -91,7 +91,7 @@ func TestHAProxyIngress_EditDuringDrain(t *testing.T) {
 
 // The same pods, with an Ingress edit every 2 s from before the stop
 // request until hapsuper exits: the controller reloads HAProxy through the
-// whole drain. A reload is no client traffic: nothing fails, the drain ends
+// whole drain (about 2 s here, so one reload lands in it). A reload is no client traffic: nothing fails, the drain ends
 // routed-away, and it ends within the withdrawn quiet period (500 ms in
 // kube-proxy mode) + 0.5 s of routing's withdrawal, the last instant a new
 // connection could be explained by (a routed-away drain saw none later).
@@ -118,7 +118,10 @@ func TestHAProxyIngress_ReloadsEveryTwoSeconds(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(2500 * time.Millisecond) // one edit before the stop
+	// The stop 1.2 s after the second edit: the next comes 0.8 s into the
+	// drain, which lasts about 2 s (its reload lands in it), and the edits
+	// go on until hapsuper exits.
+	time.Sleep(4200 * time.Millisecond)
 	a.hap.terminate(t)
 	r := a.hap.afterStop(t, tr, true)
 	close(stop)
@@ -141,8 +144,8 @@ func TestHAProxyIngress_ReloadsEveryTwoSeconds(t *testing.T) {
 		}
 	}
 	t.Logf("controller reloads logged ok: %d during the drain, %d after the soft stop", during, after)
-	if during < 2 {
-		t.Errorf("%d controller reloads landed during the drain, want at least 2: the scenario did not test a reload every 2 s", during)
+	if during < 1 {
+		t.Errorf("no controller reload landed during the drain: the scenario did not test one")
 	}
 	if r.Withdrawn.IsZero() {
 		t.Fatal("hapsuper never logged routing state=withdrawn")
