@@ -33,12 +33,16 @@ import (
 // baseline exists when the stop comes. A change is a PID whose Requests rose
 // since its previous reading, a PID seen for the first time with Requests > 0
 // (a new worker from a reload starts at zero), or a counter that went down (a
-// reset). A PID that disappears is not a change. A failed Observation is a
-// possible change: the next successful one (like the first one ever) counts
-// as a change at its At, so quiet needs a full QuietPeriod of successful
-// readings after any failure. The quiet clock starts at the stop request: a
-// drain lasts at least QuietPeriod, and what happened before the stop does
-// not matter. Quiet is proved by a reading, never by the clock alone: the
+// reset). A PID that disappears between two successful readings is not a
+// change. A failed Observation may hide one: the first successful reading
+// ever is a change at its At, and the one after failures is unless every
+// worker is accounted for across the spell (the same PIDs' counters, new
+// ones from zero, one that left by its stop line, WorkerStopped: quiet.go),
+// so a reload alone never restarts quiet and blindness never lets traffic
+// go unseen. The quiet clock starts at the stop request: a drain lasts at
+// least its quiet period (confirmed routing, below: until the evidence
+// plus the allowance, when the stop came by then), and what happened
+// before the stop does not matter. Quiet is proved by a reading, never by the clock alone: the
 // latest reading succeeded and was taken QuietPeriod or more after the last
 // change, so the supervisor should Tick right after each Observe.
 //
@@ -66,7 +70,8 @@ import (
 // confirms: there the rule above stands.
 //
 // The audit. Once routing is withdrawn, every new connection counted
-// (Worker.Accepted) after Settings.InFlightWindow is a late arrival: some
+// (Worker.Accepted) after Settings.InFlightWindow (confirmed routing: after
+// the evidence plus Settings.InFlightAllowance) is a late arrival: some
 // path the verdict did not see still sends here. It moves the quiet clock
 // like any connection; a drain that saw one ends ReasonUnverified instead of
 // routed-away (lb-marked-down, withdrawn-in-api), its Detail naming the late
