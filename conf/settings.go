@@ -437,5 +437,16 @@ func (s Settings) WithdrawnQuietText() string {
 // interval later, and a poll takes up to another; kube-proxy's sync
 // allowance covers the connections its old rules sent while its sync ran.
 func (s Settings) InFlightWindow() time.Duration {
-	return s.KubeProxySyncAllowance + 2*s.PollInterval
+	return s.KubeProxySyncAllowance + s.InFlightAllowance()
+}
+
+// InFlightAllowance is how long after the evidence of kube-proxy's
+// confirmation (the latest completion of the last node's confirming sync)
+// a new connection is still explained by it (drain.Settings.InFlightAllowance):
+// its SYN was on the wire when the rules dropped the pod, and a connection
+// accepted then is counted by a reading that ends up to a poll interval
+// later, a poll taking up to another. The evidence dates the sync, so the
+// in-flight window's sync allowance is not needed.
+func (s Settings) InFlightAllowance() time.Duration {
+	return 2 * s.PollInterval
 }

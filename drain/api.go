@@ -65,6 +65,11 @@ type Settings struct {
 	// changed, counted by the next readings. Later ones are late arrivals
 	// (audit.go).
 	InFlightWindow time.Duration
+	// InFlightAllowance is how long after a confirmation's evidence
+	// (Routing.SyncedBy) a new connection is still explained by it: a SYN
+	// already on the wire when the last node's rules dropped the pod,
+	// counted by a reading that ends up to two poll intervals later.
+	InFlightAllowance time.Duration
 }
 
 // Worker is one HAProxy worker process as seen in one observation.
@@ -85,6 +90,10 @@ type Worker struct {
 	// Accepted is each counted frontend's stot: new connections only,
 	// which the audit of a withdrawn verdict accounts for (audit.go).
 	Accepted map[string]uint64
+	// Opened is each counted frontend's conn_tot: the connections it
+	// accepted, which the worker's stop line gives final once it stops
+	// accepting (Drain.WorkerStopped); nil when HAProxy does not show it.
+	Opened map[string]uint64
 }
 
 // Observation is one poll of HAProxy's master CLI. Err set means the poll
@@ -101,6 +110,22 @@ type Observation struct {
 	// proved; but HAProxy has not stopped answering: a drain that reaches
 	// its bound so ends ReasonBound, not ReasonUnavailable.
 	Reloading bool
+	// Reloads is the master's reload count at a successful poll (0 when
+	// unknown). Over a blind spell it says how many workers can have come:
+	// more reloads than new workers seen may hide one that came and went
+	// unseen.
+	Reloads int
+	// Loading lists the PIDs of current workers the master lists but whose
+	// counters could not be read yet (a reload's new worker still loading
+	// its configuration: it has served nothing): workers that exist, for
+	// the count of new workers against reloads.
+	Loading []int
+	// Ungraceful lists, sorted, the counted HTTP frontends whose requests
+	// count in Worker.Connections at this poll (no inspection of the
+	// configuration after the last reload said their soft stop is
+	// graceful); nil: unchanged. When it changes, Connections is summed
+	// over another set and is compared through Requests for that poll.
+	Ungraceful []string
 }
 
 // RoutingState is the routing condition as reported by routing/.
@@ -138,6 +163,15 @@ type Routing struct {
 	// balancer's window passed since the node's check was seen failing. It
 	// ends a drain with ReasonLBMarkedDown (unless APIOnly).
 	Balancer bool
+	// Confirmed says a withdrawn State rests on every node's kube-proxy
+	// having programmed the withdrawal, and on nothing else (no balancer,
+	// no load balancer delay, no path unobserved): no path the verdict sees
+	// sends a new connection here after the confirming syncs. SyncedBy is
+	// when the last of them can have completed, our clock; zero when a
+	// node's confirmation does not date its sync (the verdict's own
+	// instant then stands).
+	Confirmed bool
+	SyncedBy  time.Time
 }
 
 // RoutingConditions are routing/'s typed conditions behind a Routing. Text

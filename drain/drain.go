@@ -33,12 +33,16 @@ import (
 // baseline exists when the stop comes. A change is a PID whose Requests rose
 // since its previous reading, a PID seen for the first time with Requests > 0
 // (a new worker from a reload starts at zero), or a counter that went down (a
-// reset). A PID that disappears is not a change. A failed Observation is a
-// possible change: the next successful one (like the first one ever) counts
-// as a change at its At, so quiet needs a full QuietPeriod of successful
-// readings after any failure. The quiet clock starts at the stop request: a
-// drain lasts at least QuietPeriod, and what happened before the stop does
-// not matter. Quiet is proved by a reading, never by the clock alone: the
+// reset). A PID that disappears between two successful readings is not a
+// change. A failed Observation may hide one: the first successful reading
+// ever is a change at its At, and the one after failures is unless every
+// worker is accounted for across the spell (the same PIDs' counters, new
+// ones from zero, one that left by its stop line, WorkerStopped: quiet.go),
+// so a reload alone never restarts quiet and blindness never lets traffic
+// go unseen. The quiet clock starts at the stop request: a drain lasts at
+// least its quiet period (confirmed routing, below: until the evidence
+// plus the allowance, when the stop came by then), and what happened
+// before the stop does not matter. Quiet is proved by a reading, never by the clock alone: the
 // latest reading succeeded and was taken QuietPeriod or more after the last
 // change, so the supervisor should Tick right after each Observe.
 //
@@ -53,8 +57,21 @@ import (
 // stop request and are kept in every state, so routing that flaps from
 // withdrawn back to pending falls back to the requests' clock at once.
 //
+// Confirmed routing. Where every node's kube-proxy confirmed the withdrawal
+// (Routing.Confirmed), the confirmation dates itself: its evidence is the
+// latest completion of the last node's confirming sync (Routing.SyncedBy,
+// the earliest of the confirmed spell, never after its first verdict). A
+// change of Connections shown by a reading taken by the evidence plus
+// Settings.InFlightAllowance (a SYN already on the wire, counted up to two
+// polls later) is explained by it and needs no further window; a later one
+// is unexplained, late (the audit), and waits WithdrawnQuietPeriod. The soft
+// stop comes at the later of the evidence plus the allowance and the last
+// unexplained change plus the period. The API alone or a balancer never
+// confirms: there the rule above stands.
+//
 // The audit. Once routing is withdrawn, every new connection counted
-// (Worker.Accepted) after Settings.InFlightWindow is a late arrival: some
+// (Worker.Accepted) after Settings.InFlightWindow (confirmed routing: after
+// the evidence plus Settings.InFlightAllowance) is a late arrival: some
 // path the verdict did not see still sends here. It moves the quiet clock
 // like any connection; a drain that saw one ends ReasonUnverified instead of
 // routed-away (lb-marked-down, withdrawn-in-api), its Detail naming the late
@@ -103,6 +120,10 @@ type Drain struct {
 	detail   string
 	routing  Routing   // fed, with the pod's own check: what the drain decides on
 	podCheck *PodCheck // nil: none fed
+	// evidence is the confirmation's evidence over the current confirmed
+	// spell (Routing.Confirmed): the earliest SyncedBy, never after the
+	// spell's first verdict; zero while routing is not confirmed.
+	evidence time.Time
 	q        quiet
 	a        audit
 }
@@ -114,7 +135,7 @@ func New(s Settings) *Drain {
 		phase:   Starting,
 		routing: Routing{State: RoutingOff},
 		q:       newQuiet(s),
-		a:       audit{window: s.InFlightWindow},
+		a:       audit{window: s.InFlightWindow, allow: s.InFlightAllowance},
 	}
 }
 
@@ -202,11 +223,51 @@ func (d *Drain) Observe(o Observation) int {
 	return d.a.observe(o, d.phase == Draining)
 }
 
+// WorkerStopped feeds a worker's stop line ("Proxy web stopped
+// (cumulated conns: FE: 65, …)"): frontend fe of worker pid had accepted
+// opened connections when the worker stopped accepting. It accounts for a
+// worker that leaves while the counters cannot be read (quiet.go).
+func (d *Drain) WorkerStopped(pid int, fe string, opened uint64, now time.Time) {
+	d.q.stopped(pid, fe, opened, now)
+}
+
 // SetRouting feeds the routing condition; the latest one counts, combined
-// with the pod's own check once SetPodCheck fed one.
-func (d *Drain) SetRouting(r Routing, now time.Time) {
+// with the pod's own check once SetPodCheck fed one. It returns how many
+// late arrivals (audit.go) a confirmation found in the readings taken
+// before it came.
+func (d *Drain) SetRouting(r Routing, now time.Time) int {
 	d.routing = withPodCheck(r, d.podCheck)
-	d.a.routing(d.routing, now)
+	d.confirm(now)
+	return d.a.routing(d.routing, now, d.evidence)
+}
+
+// confirm follows the confirmation's evidence. A verdict dates the syncs it
+// rests on; the earliest date of a confirmed spell stands, since rules that
+// dropped the pod stay dropped until a verdict says otherwise (a newer sync
+// must not move it later), and the verdict's own instant bounds it.
+func (d *Drain) confirm(now time.Time) {
+	r := d.routing
+	if r.State != RoutingWithdrawn || !r.Confirmed || r.APIOnly || r.Balancer {
+		d.evidence = time.Time{}
+		return
+	}
+	ev := now
+	if !r.SyncedBy.IsZero() && r.SyncedBy.Before(now) {
+		ev = r.SyncedBy
+	}
+	if d.evidence.IsZero() || ev.Before(d.evidence) {
+		d.evidence = ev
+	}
+}
+
+// explainedBy is the instant until which a new connection is explained by
+// routing's confirmation: its evidence plus the in-flight allowance; zero
+// while routing is not confirmed.
+func (d *Drain) explainedBy() time.Time {
+	if d.evidence.IsZero() {
+		return time.Time{}
+	}
+	return d.evidence.Add(d.s.InFlightAllowance)
 }
 
 // SetPodCheck feeds the condition of the balancers that check the pod
@@ -223,12 +284,12 @@ func (d *Drain) Routing() Routing { return d.routing }
 func (d *Drain) Tick(now time.Time) Action {
 	switch d.phase {
 	case Draining:
-		if d.q.met(now, d.withdrawn()) && routingMet(d.routing) {
+		if d.q.met(now, d.withdrawn(), d.explainedBy()) && routingMet(d.routing) {
 			reason, detail := routingReason(d.routing), d.routing.Detail()
 			if reason == ReasonLBMarkedDown {
 				// The balancer's window is a setting: what the pod saw
 				// after it is the evidence, so the result names it.
-				detail += "; " + d.q.detail(now, true)
+				detail += "; " + d.q.detail(now, true, time.Time{})
 			}
 			if d.a.late > 0 {
 				// A path the verdict did not see sent here: the result
@@ -275,8 +336,8 @@ func (d *Drain) pending(now time.Time) string {
 	if !routingMet(d.routing) || d.routing.State == RoutingUnverified {
 		p = append(p, "routing: "+d.routing.Stated())
 	}
-	if !d.q.met(now, d.withdrawn()) || !d.q.readable(now) {
-		p = append(p, "quiet: "+d.q.detail(now, d.withdrawn()))
+	if !d.q.met(now, d.withdrawn(), d.explainedBy()) || !d.q.readable(now) {
+		p = append(p, "quiet: "+d.q.detail(now, d.withdrawn(), d.explainedBy()))
 	}
 	return strings.Join(p, "; ")
 }

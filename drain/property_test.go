@@ -2,6 +2,7 @@ package drain
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -37,10 +38,21 @@ type oracle struct {
 	lastOK    time.Time
 	stopAt    time.Time
 	routing   RoutingState
-	soft      time.Time // when SoftStop was returned
-	hard      bool
-	exited    bool
-	stopping  bool
+	// cchanges are the instants of every change of Connections (the stop
+	// request included), for the confirmed rule; evidence is the earliest
+	// date of the current confirmed spell, zero while not confirmed.
+	cchanges []time.Time
+	evidence time.Time
+	apiOnly  bool
+	// Stop lines: delivered ones per PID (of workers seen), and the
+	// workers gone during a blind spell awaiting theirs, from goneAt.
+	lines    map[int]uint64
+	gone     map[int]uint64
+	goneAt   time.Time
+	soft     time.Time // when SoftStop was returned
+	hard     bool
+	exited   bool
+	stopping bool
 }
 
 func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
@@ -49,7 +61,27 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 		return
 	}
 	o.reloading = false
-	changed, cchanged := o.blind, o.blind
+	// After a failed reading (or before any), a change unless every worker
+	// of the last successful reading is still there or left with a stop
+	// line showing no connection since (none of these has sessions). One
+	// whose line has not come holds quiet until it comes or 500 ms pass.
+	hidden := o.blind && o.counts == nil
+	if o.blind && o.counts != nil {
+		for pid, last := range o.conns {
+			if slices.ContainsFunc(ws, func(w Worker) bool { return w.PID == pid }) {
+				continue
+			}
+			if final, ok := o.lines[pid]; ok {
+				hidden = hidden || final != last
+				continue
+			}
+			if o.gone == nil {
+				o.gone = map[int]uint64{}
+			}
+			o.gone[pid], o.goneAt = last, at
+		}
+	}
+	changed, cchanged := hidden, hidden
 	next, cnext := map[int]uint64{}, map[int]uint64{}
 	for _, w := range ws {
 		prev, ok := o.counts[w.PID]
@@ -68,18 +100,81 @@ func (o *oracle) observe(at time.Time, ws []Worker, err error, reloading bool) {
 	if cchanged && at.After(o.cchange) {
 		o.cchange = at
 	}
+	if cchanged {
+		o.cchanges = append(o.cchanges, at)
+	}
 	o.counts, o.conns, o.blind, o.lastOK = next, cnext, false, at
+	o.settle(at)
+}
+
+// line delivers a stop line: kept for a worker of the last successful
+// reading, or one awaiting its line.
+func (o *oracle) line(pid int, final uint64, now time.Time) {
+	_, seen := o.conns[pid]
+	_, waiting := o.gone[pid]
+	if !seen && !waiting {
+		return
+	}
+	if o.lines == nil {
+		o.lines = map[int]uint64{}
+	}
+	o.lines[pid] = max(o.lines[pid], final)
+	o.settle(now)
+}
+
+// settle: a gone worker whose line came with a connection since, or whose
+// line did not come within 500 ms, is a change of both counters at the
+// reading that found it gone.
+func (o *oracle) settle(now time.Time) {
+	for pid, last := range o.gone {
+		final, ok := o.lines[pid]
+		switch {
+		case ok && final == last:
+		case ok, !now.Before(o.goneAt.Add(500 * time.Millisecond)):
+			if o.goneAt.After(o.change) {
+				o.change = o.goneAt
+			}
+			if o.goneAt.After(o.cchange) {
+				o.cchange = o.goneAt
+			}
+			o.cchanges = append(o.cchanges, o.goneAt)
+		default:
+			continue
+		}
+		delete(o.gone, pid)
+	}
 }
 
 // quiet: the latest reading succeeded and came the period after the last
 // change, which is never before the stop request. Once routing is
 // withdrawn, the connections' change and WithdrawnQuietPeriod decide.
 func (o *oracle) quiet(now time.Time) bool {
-	end := o.change.Add(o.s.QuietPeriod)
-	if o.routing == RoutingWithdrawn {
-		end = o.cchange.Add(o.s.WithdrawnQuietPeriod)
+	end := o.quietEnd()
+	return !o.blind && len(o.gone) == 0 && !o.lastOK.Before(end) && !now.Before(end)
+}
+
+// quietEnd is when quiet can hold. Where routing is confirmed: the later of
+// the evidence plus the allowance and the period after the last change
+// shown after it (the stop request counting as one, if not before it
+// either); changes are tracked from the stop request on.
+func (o *oracle) quietEnd() time.Time {
+	switch {
+	case o.routing != RoutingWithdrawn:
+		return o.change.Add(o.s.QuietPeriod)
+	case o.evidence.IsZero():
+		return o.cchange.Add(o.s.WithdrawnQuietPeriod)
 	}
-	return !o.blind && !o.lastOK.Before(end) && !now.Before(end)
+	explained := o.evidence.Add(o.s.InFlightAllowance)
+	end := explained
+	for _, c := range append([]time.Time{o.stopAt}, o.cchanges...) {
+		if c.Before(o.stopAt) || !c.After(explained) {
+			continue
+		}
+		if e := c.Add(o.s.WithdrawnQuietPeriod); e.After(end) {
+			end = e
+		}
+	}
+	return end
 }
 
 func checkRandomDrain(t *testing.T, seed uint64) {
@@ -88,6 +183,7 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	s := Settings{QuietPeriod: ms(300, 3000), Margin: ms(0, 2000)}
 	s.WithdrawnQuietPeriod = ms(100, int(s.QuietPeriod/time.Millisecond))
+	s.InFlightAllowance = ms(0, 400)
 	s.MaxWait = s.QuietPeriod + ms(0, 12000)
 	s.GracePeriod = s.MaxWait + s.Margin + ms(0, 10000)
 
@@ -97,6 +193,11 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 	conns := map[int]uint64{100: 0}   // Connections per PID: a part of the same traffic
 	nextPID := 101
 	now := t0
+	type stopLine struct {
+		pid   int
+		final uint64
+	}
+	var later []stopLine // stop lines delivered at a later step
 	stopStep := rng.IntN(40)
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -109,6 +210,12 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				fail("StopRequested refused")
 			}
 			o.stopAt, o.change, o.cchange = now, now, now
+		}
+		if len(later) > 0 && rng.IntN(2) == 0 {
+			l := later[0]
+			later = later[1:]
+			d.WorkerStopped(l.pid, "web", l.final, now)
+			o.line(l.pid, l.final, now)
 		}
 		switch p := rng.IntN(100); {
 		case p < 50:
@@ -123,6 +230,16 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				case q < 27:
 					workers[pid], conns[pid] = n/2, conns[pid]/2
 				case q < 30:
+					// Its stop line (a connection unseen, or none) comes
+					// now, later, or never.
+					l := stopLine{pid, conns[pid] + uint64(max(0, rng.IntN(4)-1))}
+					switch rng.IntN(3) {
+					case 0:
+						d.WorkerStopped(l.pid, "web", l.final, now)
+						o.line(l.pid, l.final, now)
+					case 1:
+						later = append(later, l)
+					}
 					delete(workers, pid)
 					delete(conns, pid)
 				}
@@ -134,7 +251,7 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			}
 			var ws []Worker
 			for pid, n := range workers {
-				ws = append(ws, Worker{PID: pid, Requests: n, Connections: conns[pid]})
+				ws = append(ws, Worker{PID: pid, Requests: n, Connections: conns[pid], Opened: map[string]uint64{"web": conns[pid]}})
 			}
 			d.Observe(Observation{At: now, Workers: ws})
 			o.observe(now, ws, nil, false)
@@ -143,9 +260,31 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 			d.Observe(Observation{At: now, Err: errPoll, Reloading: reloading})
 			o.observe(now, nil, errPoll, reloading)
 		case p < 63:
-			st := []RoutingState{RoutingOff, RoutingPending, RoutingWithdrawn, RoutingUnverified}[rng.IntN(4)]
-			d.SetRouting(Routing{State: st}, now)
-			o.routing = st
+			st := []RoutingState{RoutingOff, RoutingPending, RoutingWithdrawn, RoutingUnverified, RoutingWithdrawn}[rng.IntN(5)]
+			r := Routing{State: st}
+			if st == RoutingWithdrawn && rng.IntN(2) == 0 {
+				// Confirmed by kube-proxy, its syncs dated up to 2 s
+				// back (or later than the verdict, or not at all).
+				r.Confirmed = true
+				if rng.IntN(5) > 0 {
+					r.SyncedBy = now.Add(ms(-2000, 200))
+				}
+				if rng.IntN(10) == 0 {
+					r.APIOnly = true // never confirmed
+				}
+			}
+			d.SetRouting(r, now)
+			o.routing, o.apiOnly = st, r.APIOnly
+			if ev := now; r.Confirmed && !r.APIOnly {
+				if !r.SyncedBy.IsZero() && r.SyncedBy.Before(now) {
+					ev = r.SyncedBy
+				}
+				if o.evidence.IsZero() || ev.Before(o.evidence) {
+					o.evidence = ev
+				}
+			} else {
+				o.evidence = time.Time{}
+			}
 		case p < 65:
 			d.SetPodGracePeriod(ms(0, 32000))
 		case p < 66 && step > stopStep+20:
@@ -177,10 +316,18 @@ func checkRandomDrain(t *testing.T, seed uint64) {
 				if o.routing == RoutingWithdrawn {
 					floor = s.WithdrawnQuietPeriod
 				}
+				if !o.evidence.IsZero() {
+					// Confirmed: never before the evidence plus the
+					// allowance, nor the period after a change shown later.
+					floor = 0
+					if ends && now.Before(o.evidence.Add(s.InFlightAllowance)) {
+						fail("soft stop %v before the confirmation's evidence %v + allowance", now.Sub(t0), o.evidence.Sub(t0))
+					}
+				}
 				if ends && now.Before(o.stopAt.Add(floor)) {
 					fail("soft stop %v after the stop request, before the quiet period of routing %s", now.Sub(o.stopAt), o.routing)
 				}
-				want := routingReason(Routing{State: o.routing})
+				want := routingReason(Routing{State: o.routing, APIOnly: o.apiOnly})
 				if !ends {
 					want = ReasonBound
 					// HAProxy answers (a recent reading, the last one

@@ -94,19 +94,34 @@ func TestCounterResetIsAChange(t *testing.T) {
 	r.want(sec(3), r.poll(sec(3), w(100, 10)), SoftStop)
 }
 
-// A failed reading could have hidden traffic: quiet needs a full QuietPeriod
-// of successful readings after it.
-func TestFailedObservationDelaysQuiet(t *testing.T) {
+// A failed reading hides nothing when the readings around it show the
+// same workers: their counters are cumulative, so unchanged ones served
+// nothing in between.
+func TestBlindSpellWithTheSameWorkersIsNoChange(t *testing.T) {
 	r := serving(t, settings)
 	r.poll(0, w(100, 5))
 	r.stop(0)
 	r.want(sec(0.5), r.poll(sec(0.5), w(100, 5)), None)
 	r.want(sec(1), r.fail(sec(1)), None)
 	r.want(sec(1.5), r.poll(sec(1.5), w(100, 5)), None)
-	r.want(sec(2), r.poll(sec(2), w(100, 5)), None) // quiet from the stop, were it not for the failure
-	r.pollIdle(sec(2.5), sec(3), poll, w(100, 5))
+	r.want(sec(2), r.poll(sec(2), w(100, 5)), SoftStop)
+	r.wantEnd(sec(2), ReasonQuiet, "")
+}
+
+// A worker that left while the counters could not be read may have served
+// unseen: without its stop line, quiet needs a full QuietPeriod of
+// successful readings after the spell.
+func TestFailedObservationDelaysQuiet(t *testing.T) {
+	r := serving(t, settings)
+	r.poll(0, w(100, 5))
+	r.stop(0)
+	r.want(sec(0.5), r.poll(sec(0.5), w(100, 5)), None)
+	r.want(sec(1), r.fail(sec(1)), None)
+	r.want(sec(1.5), r.poll(sec(1.5), w(200, 0)), None)
+	r.want(sec(2), r.poll(sec(2), w(200, 0)), None) // quiet from the stop, were it not for the spell
+	r.pollIdle(sec(2.5), sec(3), poll, w(200, 0))
 	if d := r.d.Status(at(sec(3))).Conditions[0].Detail; d != "counters readable again 1.5s ago" {
 		t.Fatalf("quiet detail %q", d)
 	}
-	r.want(sec(3.5), r.poll(sec(3.5), w(100, 5)), SoftStop)
+	r.want(sec(3.5), r.poll(sec(3.5), w(200, 0)), SoftStop)
 }

@@ -32,9 +32,10 @@ func (d *Drain) Status(now time.Time) Status {
 		return s
 	}
 	wd := d.withdrawn()
-	qc := Condition{Name: ConditionQuiet, Met: d.q.met(now, wd), Since: d.q.since(wd)}
+	by := d.explainedBy()
+	qc := Condition{Name: ConditionQuiet, Met: d.q.met(now, wd, by), Since: d.q.since(wd)}
 	if !qc.Met {
-		qc.Detail = d.q.detail(now, wd)
+		qc.Detail = d.q.detail(now, wd, by)
 	}
 	r := d.routing
 	rc := Condition{Name: ConditionRouting, Met: routingMet(r), Routing: &r, PendingNodes: r.PendingNodes}

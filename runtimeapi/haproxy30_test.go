@@ -111,16 +111,16 @@ func TestParseShowStatFixtures30(t *testing.T) {
 		want   []Frontend
 	}{
 		{"current worker", mustOne(t, fixture30(t, "show-stat.txt")), []Frontend{
-			{Name: "web", Mode: "http", Status: "OPEN", Stot: 5, ReqTot: 5},
-			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 2},
+			{Name: "web", Mode: "http", Status: "OPEN", Stot: 5, ReqTot: 5, ConnTot: 5, HasConnTot: true},
+			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 2, ConnTot: 2, HasConnTot: true},
 		}},
 		{"new worker after reload", multi[1], []Frontend{
-			{Name: "web", Mode: "http", Status: "OPEN", Stot: 3, ReqTot: 3},
-			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 1},
+			{Name: "web", Mode: "http", Status: "OPEN", Stot: 3, ReqTot: 3, ConnTot: 3, HasConnTot: true},
+			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 1, ConnTot: 1, HasConnTot: true},
 		}},
 		{"old worker after reload", multi[3], []Frontend{
-			{Name: "web", Mode: "http", Status: "STOP", Scur: 1, Stot: 6, ReqTot: 6},
-			{Name: "rawtcp", Mode: "tcp", Status: "STOP", Scur: 1, Stot: 3},
+			{Name: "web", Mode: "http", Status: "STOP", Scur: 1, Stot: 6, ReqTot: 6, ConnTot: 6, HasConnTot: true},
+			{Name: "rawtcp", Mode: "tcp", Status: "STOP", Scur: 1, Stot: 3, ConnTot: 3, HasConnTot: true},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,7 +115,7 @@ func TestRealHAProxy(t *testing.T) {
 	if len(s.Workers) != 1 || s.Workers[0].Info.PID != worker || s.Workers[0].Info.Stopping {
 		t.Fatalf("sample before reload = %+v; want worker %d, not stopping", s, worker)
 	}
-	want := []Frontend{{Name: "web", Mode: "http", Status: "OPEN", Stot: 3, ReqTot: 3}, {Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 1}}
+	want := []Frontend{{Name: "web", Mode: "http", Status: "OPEN", Stot: 3, ReqTot: 3, ConnTot: 3, HasConnTot: true}, {Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 1, ConnTot: 1, HasConnTot: true}}
 	if got := s.Workers[0].Frontends; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("frontends = %+v, want %+v", got, want)
 	}

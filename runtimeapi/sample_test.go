@@ -116,7 +116,7 @@ func TestSampleCurrentAndOldWorkers(t *testing.T) {
 	if cur.Process.PID != 4288 || cur.Process.Old || cur.Info.PID != 4288 || cur.Info.Stopping || cur.Frontends[0].ReqTot != 3 {
 		t.Errorf("current worker = %+v", cur)
 	}
-	if old.Process.PID != 4006 || !old.Process.Old || !old.Info.Stopping || old.Info.CurrConns != 2 || old.Frontends[1] != (Frontend{Name: "rawtcp", Mode: "tcp", Status: "STOP", Scur: 1, Stot: 3}) {
+	if old.Process.PID != 4006 || !old.Process.Old || !old.Info.Stopping || old.Info.CurrConns != 2 || old.Frontends[1] != (Frontend{Name: "rawtcp", Mode: "tcp", Status: "STOP", Scur: 1, Stot: 3, ConnTot: 3, HasConnTot: true}) {
 		t.Errorf("old worker = %+v", old)
 	}
 }

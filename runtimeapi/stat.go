@@ -14,6 +14,12 @@ type Frontend struct {
 	Scur   int64
 	Stot   uint64
 	ReqTot uint64 // 0 in tcp mode
+	// ConnTot is conn_tot, the connections the frontend accepted (its
+	// cum_conn, the count a worker's "Proxy … stopped (cumulated conns:
+	// FE: n" line gives when it stops accepting); HasConnTot is false
+	// when the header has no conn_tot column.
+	ConnTot    uint64
+	HasConnTot bool
 }
 
 // statColumns are the CSV columns parseShowStat reads, by header name.
@@ -38,6 +44,9 @@ func parseShowStat(output string) ([]Frontend, error) {
 			return nil, fmt.Errorf("header has no %q column", want)
 		}
 		col[want] = i
+	}
+	if i := indexOf(names, "conn_tot"); i >= 0 {
+		col["conn_tot"] = i
 	}
 	frontends := []Frontend{}
 	for n, line := range lines[1:] {
@@ -71,6 +80,12 @@ func frontendRow(row []string, col map[string]int) (Frontend, error) {
 	}
 	if fe.ReqTot, err = strconv.ParseUint(orZero(row[col["req_tot"]]), 10, 64); err != nil {
 		return Frontend{}, fmt.Errorf("column req_tot: %q is not a number", clip(row[col["req_tot"]]))
+	}
+	if i, ok := col["conn_tot"]; ok {
+		if fe.ConnTot, err = strconv.ParseUint(orZero(row[i]), 10, 64); err != nil {
+			return Frontend{}, fmt.Errorf("column conn_tot: %q is not a number", clip(row[i]))
+		}
+		fe.HasConnTot = true
 	}
 	return fe, nil
 }

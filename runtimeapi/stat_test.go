@@ -18,14 +18,18 @@ func TestParseShowStat(t *testing.T) {
 		want   []Frontend
 	}{
 		{"current worker", mustOne(t, fixture(t, "show-stat.txt")), []Frontend{
-			{Name: "web", Mode: "http", Status: "OPEN", Stot: 5, ReqTot: 5},
-			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 2},
+			{Name: "web", Mode: "http", Status: "OPEN", Stot: 5, ReqTot: 5, ConnTot: 5, HasConnTot: true},
+			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 2, ConnTot: 2, HasConnTot: true},
 		}},
 		{"old worker after reload", multi[3], []Frontend{
-			{Name: "web", Mode: "http", Status: "STOP", Scur: 1, Stot: 6, ReqTot: 6},
-			{Name: "rawtcp", Mode: "tcp", Status: "STOP", Scur: 1, Stot: 3},
+			{Name: "web", Mode: "http", Status: "STOP", Scur: 1, Stot: 6, ReqTot: 6, ConnTot: 6, HasConnTot: true},
+			{Name: "rawtcp", Mode: "tcp", Status: "STOP", Scur: 1, Stot: 3, ConnTot: 3, HasConnTot: true},
 		}},
 		{"columns in another order", reorderColumns(mustOne(t, fixture(t, "show-stat.txt"))), []Frontend{
+			{Name: "web", Mode: "http", Status: "OPEN", Stot: 5, ReqTot: 5, ConnTot: 5, HasConnTot: true},
+			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 2, ConnTot: 2, HasConnTot: true},
+		}},
+		{"no conn_tot column", strings.Replace(mustOne(t, fixture(t, "show-stat.txt")), ",conn_tot,", ",conn_total,", 1), []Frontend{
 			{Name: "web", Mode: "http", Status: "OPEN", Stot: 5, ReqTot: 5},
 			{Name: "rawtcp", Mode: "tcp", Status: "OPEN", Stot: 2},
 		}},

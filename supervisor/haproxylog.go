@@ -28,6 +28,9 @@ type stderrRelay struct {
 	// record writes one line as a record of log when raw is nil; nil:
 	// HAProxy's lines, read by parseHAProxyLine.
 	record func(line []byte)
+	// stopLines takes the workers' stop lines for the loop (stopline.go);
+	// nil: none taken.
+	stopLines chan<- workerStop
 }
 
 // maxStderrLine bounds one relayed line; the rest of a longer one is cut.
@@ -92,6 +95,7 @@ func (s *stderrRelay) relay(stop <-chan struct{}) {
 
 // emit writes one line of HAProxy's.
 func (s *stderrRelay) emit(line []byte) {
+	s.noteStop(line)
 	if s.raw != nil {
 		_, _ = s.raw.Write(append(line, '\n'))
 		return

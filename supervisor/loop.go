@@ -50,6 +50,10 @@ type loop struct {
 	companion *companion
 	comp      companionRecord
 
+	// The workers' stop lines, from HAProxy's stderr (stopline.go); nil
+	// without a relay.
+	stopLines <-chan workerStop
+
 	// Reads the configuration again after each reload, off the loop
 	// (reinspect.go); nil until the first.
 	inspector *inspector
@@ -114,6 +118,13 @@ func (l *loop) checkCLILost(o observation) {
 		"failing_s", o.started.Sub(l.polls.failing).Round(time.Millisecond).Seconds(), "err", o.obs.Err)
 }
 
+// noteLate logs late arrivals (drain/audit.go) as the drain counts them.
+func (l *loop) noteLate(late int) {
+	l.logged.late += late
+	l.log.Warn("new connections after routing was observed withdrawn",
+		"late", late, "total", l.logged.late, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
+}
+
 // run returns the exit code once the master is gone.
 func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observation, events <-chan notifyEvent) int {
 	tick := time.NewTicker(l.settings.PollInterval)
@@ -136,6 +147,8 @@ func (l *loop) run(ctx context.Context, sigs <-chan os.Signal, obs <-chan observ
 			l.askReload(a, l.now())
 		case r := <-l.inspector.resultsCh():
 			l.onInspection(r)
+		case st := <-l.stopLines:
+			l.drain.WorkerStopped(st.pid, st.proxy, st.opened, l.now())
 		case <-tick.C:
 			l.reap() // a coalesced SIGCHLD must not leave a zombie behind
 		case <-wake.C:
@@ -238,9 +251,7 @@ func (l *loop) onSignal(sig syscall.Signal) {
 func (l *loop) onObservation(o observation) {
 	l.polls.last = o
 	if late := l.drain.Observe(o.obs); late > 0 {
-		l.logged.late += late
-		l.log.Warn("new connections after routing was observed withdrawn",
-			"late", late, "total", l.logged.late, "why", "a path hapsuper does not observe still sends here: the drain cannot end routed-away")
+		l.noteLate(late)
 	}
 	if l.lbCheck != nil {
 		l.lbCheck.observe(o.lb)
@@ -381,7 +392,9 @@ func (l *loop) feedRouting(now time.Time) {
 			l.log.Info("load balancers checking the pod marked it down", "detail", c.String())
 		}
 	}
-	l.drain.SetRouting(r, now)
+	if late := l.drain.SetRouting(r, now); late > 0 {
+		l.noteLate(late)
+	}
 	r = l.drain.Routing()
 	detail := r.Detail()
 	if r.State != l.logged.routing { // the detail carries ages: it changes on every poll

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hapsuper/hapsuper/conf"
@@ -159,8 +160,13 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 		return o
 	}
 	graceful := p.graceful.load()
+	o.Reloads, o.Ungraceful = s.Master.Reloads, []string{}
+	for _, w := range s.Unreachable {
+		o.Loading = append(o.Loading, w.PID) // never answered: remember fails for one that did
+	}
 	for _, w := range s.Workers {
-		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns, Accepted: make(map[string]uint64, len(w.Frontends))}
+		dw := drain.Worker{PID: w.Process.PID, Old: finishing(w), Sessions: w.Info.CurrConns,
+			Accepted: make(map[string]uint64, len(w.Frontends)), Opened: make(map[string]uint64, len(w.Frontends))}
 		for _, f := range w.Frontends {
 			if p.ignore[f.Name] {
 				continue
@@ -171,10 +177,19 @@ func (p *poller) observe(s runtimeapi.Sample, err error) drain.Observation {
 				dw.Connections += f.Stot
 			} else {
 				dw.Connections += f.Stot + f.ReqTot
+				if !slices.Contains(o.Ungraceful, f.Name) {
+					o.Ungraceful = append(o.Ungraceful, f.Name)
+				}
+			}
+			if dw.Opened != nil && f.HasConnTot {
+				dw.Opened[f.Name] += f.ConnTot
+			} else {
+				dw.Opened = nil // a stop line could not be compared
 			}
 		}
 		o.Workers = append(o.Workers, dw)
 	}
+	slices.Sort(o.Ungraceful)
 	return o
 }
 

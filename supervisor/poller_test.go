@@ -99,3 +99,37 @@ func TestLoopPace(t *testing.T) {
 		t.Error("slow after the stop request")
 	}
 }
+
+// The poller hands the drain what judges a reload: each counted frontend's
+// conn_tot (Opened), the master's reload count, the workers still loading,
+// and the HTTP frontends whose requests count once withdrawn, as the last
+// inspection's graceful set says.
+func TestPollerObserveForReloads(t *testing.T) {
+	p := &poller{now: time.Now, ignore: map[string]bool{"stats": true},
+		graceful: newFrontendSet(map[string]bool{"web": true})}
+	fe := func(name, mode string, stot, req, conn uint64) runtimeapi.Frontend {
+		return runtimeapi.Frontend{Name: name, Mode: mode, Stot: stot, ReqTot: req, ConnTot: conn, HasConnTot: true}
+	}
+	s := runtimeapi.Sample{Master: runtimeapi.Process{Reloads: 3},
+		Workers: []runtimeapi.WorkerSample{{Process: runtimeapi.Process{PID: 7}, Frontends: []runtimeapi.Frontend{
+			fe("web", "http", 5, 9, 6), fe("api", "http", 2, 4, 2), fe("db", "tcp", 1, 0, 1), fe("stats", "http", 50, 50, 50)}}},
+		Unreachable: []runtimeapi.Process{{PID: 8}}}
+	o := p.observe(s, nil)
+	if o.Err != nil || o.Reloads != 3 || len(o.Loading) != 1 || o.Loading[0] != 8 {
+		t.Fatalf("observation %+v, want reloads 3, worker 8 loading", o)
+	}
+	if len(o.Ungraceful) != 1 || o.Ungraceful[0] != "api" {
+		t.Errorf("Ungraceful %q, want [api]", o.Ungraceful)
+	}
+	w := o.Workers[0]
+	if w.Opened["web"] != 6 || w.Opened["api"] != 2 || w.Opened["db"] != 1 || len(w.Opened) != 3 {
+		t.Errorf("Opened %v, want web 6, api 2, db 1 (stats ignored)", w.Opened)
+	}
+	if w.Connections != 5+2+4+1 || w.Requests != 5+9+2+4+1 {
+		t.Errorf("Connections %d Requests %d", w.Connections, w.Requests)
+	}
+	s.Workers[0].Frontends[0].HasConnTot = false
+	if o := p.observe(s, nil); o.Workers[0].Opened != nil {
+		t.Errorf("Opened %v without conn_tot, want nil: a stop line cannot be compared", o.Workers[0].Opened)
+	}
+}

@@ -164,6 +164,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	stderr, relay := os.Stderr, (*stderrRelay)(nil)
+	var stopLines chan workerStop // nil without a relay: never ready
 	if sv.logOut != nil {
 		raw := sv.logOut
 		if sv.logJSON {
@@ -174,6 +175,8 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 			relay = nil
 		} else {
 			stderr = relay.w
+			stopLines = make(chan workerStop, stopLineBuffer)
+			relay.stopLines = stopLines
 		}
 	}
 	master, err := startMaster(path, argv, env, stderr)
@@ -223,6 +226,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 		reloads:   newReloads(),
 		reloading: &reloadSeen{},
 		companion: comp,
+		stopLines: stopLines,
 		procs:     func() ([]procStat, error) { return listProcs(procRoot) },
 		startCheck: func(origin string, now time.Time) (*reloadCheck, error) {
 			// The check must not speak on HAProxy's notify socket.
@@ -437,6 +441,7 @@ func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.
 		GracePeriod:          s.GracePeriod,
 		Margin:               s.Margin,
 		InFlightWindow:       auditWindow(s, mode),
+		InFlightAllowance:    s.InFlightAllowance(),
 	}
 	if s.Companion != "" {
 		// The companion's stop comes between the drain's end and the soft

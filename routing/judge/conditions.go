@@ -59,6 +59,11 @@ type KubeProxy struct {
 	// kube-proxy's metrics (Rule.Witness); healthz alone confirmed the
 	// others.
 	ByMetrics []string
+	// SyncedBy is the confirmation's evidence once every node confirmed:
+	// the latest completion of the last node's confirming sync, our clock
+	// (Rule.SyncedBy); zero when a node's confirmation is undated.
+	SyncedBy time.Time
+	undated  bool
 }
 
 // CheckPhase is where one node health check stands.
@@ -103,7 +108,21 @@ type Hold struct {
 // which carries them typed (Why) to where its detail is shown.
 func (v Verdict) Routing() drain.Routing {
 	c := v.combine()
-	return drain.Routing{State: c.State, PendingNodes: c.PendingNodes, APIOnly: c.APIOnly, Balancer: c.Balancer, Why: &v}
+	r := drain.Routing{State: c.State, PendingNodes: c.PendingNodes, APIOnly: c.APIOnly, Balancer: c.Balancer, Why: &v}
+	if v.confirmed(c) {
+		r.Confirmed, r.SyncedBy = true, v.KubeProxy.SyncedBy
+	}
+	return r
+}
+
+// confirmed says the withdrawn verdict rests on kube-proxy alone: every
+// node confirmed the withdrawal, and no balancer, load balancer delay or
+// unobserved path stands beside it. Only then does the confirmation date
+// when the last new connection can have been sent here.
+func (v Verdict) confirmed(c combined) bool {
+	return c.State == drain.RoutingWithdrawn && !c.APIOnly && !c.Balancer &&
+		v.KubeProxy != nil && v.KubeProxy.Phase == KubeProxyJudged &&
+		v.NodeBalancers == nil && v.Hold == nil && len(v.Unobserved) == 0
 }
 
 // Text is the conditions as the detail says them, bounded to MaxDetail

@@ -460,26 +460,46 @@ func (ru Rule) ambiguous(f *syncFacts, r, late time.Time) bool {
 // (targets: family → receipt of its change). A failed poll does not erase
 // what earlier answers showed: the worse of the two stands.
 func (ru Rule) Node(n *Node, targets map[discovery.AddressType]time.Time) (NodeVerdict, string) {
-	v, why, _ := ru.node(n, targets)
-	return v, why
+	j := ru.node(n, targets)
+	return j.verdict, j.why
 }
 
 // Witness names what confirmed the node: WitnessHealthz when healthz
 // alone proves every family's sync, WitnessMetrics when kube-proxy's
 // metrics were needed for one of them; empty when it is not confirmed.
 func (ru Rule) Witness(n *Node, targets map[discovery.AddressType]time.Time) string {
-	if v, _, w := ru.node(n, targets); v == NodeConfirmed {
-		return w
-	}
-	return ""
+	return ru.node(n, targets).witness
 }
 
-// node is Node with the witness that confirmed it.
-func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeVerdict, string, string) {
+// SyncedBy dates a confirmed node's confirmation: the latest instant, in
+// our clock, at which the syncs that hold every family's change can have
+// completed (the upper bound of each sync's completion, received − age).
+// From then on its kube-proxy sends no new connection here. False when the
+// node is not confirmed, or when the metrics' pending gauge confirmed a
+// family (pendingSynced, pendingQuiet), which proves the change synced
+// without dating the sync.
+func (ru Rule) SyncedBy(n *Node, targets map[discovery.AddressType]time.Time) (time.Time, bool) {
+	j := ru.node(n, targets)
+	return j.syncedBy, j.verdict == NodeConfirmed && !j.syncedBy.IsZero()
+}
+
+// judgement is a node's verdict with the witness that confirmed it and
+// when its syncs completed (SyncedBy); both empty unless confirmed.
+type judgement struct {
+	verdict  NodeVerdict
+	why      string
+	witness  string
+	syncedBy time.Time
+}
+
+// node is Node with the witness that confirmed it and its date.
+func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgement {
 	if !n.answered && n.problem != nil {
-		return n.problem.verdict(), n.problem.Msg, ""
+		return judgement{verdict: n.problem.verdict(), why: n.problem.Msg}
 	}
 	worst, why, witness := NodeConfirmed, "", WitnessHealthz
+	var syncedBy time.Time
+	undated := false
 	for fam, r := range targets {
 		v, w, ofFam := NodePending, "healthz not read yet", false
 		if f := n.sync(fam); f != nil {
@@ -490,9 +510,13 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
 			case v == NodePending && ru.pendingSynced(n, f, fam, resumed):
-				v, witness = NodeConfirmed, WitnessMetrics
+				v, witness, undated = NodeConfirmed, WitnessMetrics, true
 			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, r, resumed):
-				v, witness = NodeConfirmed, WitnessMetrics
+				v, witness, undated = NodeConfirmed, WitnessMetrics, true
+			}
+			if v == NodeConfirmed {
+				// The sync judged holds the change; it completed by latest.
+				syncedBy = maxTime(syncedBy, f.latest)
 			}
 			ofFam = true
 		} else if n.answered {
@@ -507,16 +531,19 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) (NodeV
 	}
 	if worst != NodeConfirmed && n.problem != nil {
 		if n.problem.verdict() >= worst {
-			return n.problem.verdict(), n.problem.Msg, ""
+			return judgement{verdict: n.problem.verdict(), why: n.problem.Msg}
 		}
 		// An earlier answer decides, but the operator should see that the
 		// node stopped answering (a kube-proxy gone, not merely slow).
 		why += "; last poll failed: " + n.problem.Msg
 	}
 	if worst != NodeConfirmed {
-		witness = ""
+		return judgement{verdict: worst, why: why}
 	}
-	return worst, why, witness
+	if undated {
+		syncedBy = time.Time{}
+	}
+	return judgement{verdict: worst, why: why, witness: witness, syncedBy: syncedBy}
 }
 
 // Healthz is what the confirmation reads of kube-proxy's /healthz answer:

@@ -212,3 +212,29 @@ func TestNodeSilenceAcrossAStall(t *testing.T) {
 	rec(3360*ms, 3365*ms, 3370*ms) // quick, D later
 	s.expect(NodePending, "may predate the change")
 }
+
+// A confirmed node dates its confirmation by the latest completion of the
+// sync judged (received − age), whether lateness or silence confirmed it;
+// a pending node has no date.
+func TestNodeSyncedBy(t *testing.T) {
+	targets := func(s *nodeScenario) map[discovery.AddressType]time.Time {
+		return map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r}
+	}
+	s := newNodeScenario(t)
+	s.answer(1100*ms, 10*ms, 900*ms)
+	if _, ok := s.rule.SyncedBy(s.n, targets(s)); ok {
+		t.Fatal("a pending node is dated")
+	}
+	s.answer(1500*ms, 10*ms, 1300*ms) // age 205 ms, received at 1510 ms
+	if by, ok := s.rule.SyncedBy(s.n, targets(s)); !ok || !by.Equal(s.t0.Add(1305*ms)) {
+		t.Fatalf("confirmed by lateness: SyncedBy %v %v, want 1.305s", by.Sub(s.t0), ok)
+	}
+
+	s = newNodeScenario(t)
+	for _, at := range []time.Duration{1100 * ms, 1800 * ms, 2500 * ms, 2800 * ms} {
+		s.answer(at, 10*ms, 1050*ms)
+	}
+	if by, ok := s.rule.SyncedBy(s.n, targets(s)); !ok || !by.Equal(s.t0.Add(1055*ms)) {
+		t.Fatalf("confirmed by silence: SyncedBy %v %v, want 1.055s", by.Sub(s.t0), ok)
+	}
+}

@@ -202,7 +202,13 @@ func kubeProxy(f *Facts) KubeProxy {
 			if f.Rule.Witness(f.Nodes[name], targets) == WitnessMetrics {
 				kp.ByMetrics = append(kp.ByMetrics, name)
 			}
+			by, dated := f.Rule.SyncedBy(f.Nodes[name], targets)
+			kp.undated = kp.undated || !dated
+			kp.SyncedBy = maxTime(kp.SyncedBy, by)
 		}
+	}
+	if kp.undated {
+		kp.SyncedBy = time.Time{}
 	}
 	return kp
 }

@@ -111,3 +111,39 @@ func TestJudgeUnobservedAndHold(t *testing.T) {
 	f.Synced, f.WatchErr = false, "forbidden"
 	expectRouting(t, Judge(f, t0).Routing(), drain.RoutingUnverified, "watch not synced: forbidden")
 }
+
+// Once every node confirmed, the routing condition is Confirmed and dated
+// by the last node's confirming sync; a load balancer delay beside it
+// leaves it undated (the delay, not kube-proxy, ends it), and the API alone
+// never confirms.
+func TestJudgeConfirmedSyncedBy(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	f := withdrawnFacts(t0)
+	f.Paths[PathKey{Service: "web", Family: discovery.AddressTypeIPv4}].Balancer = nil
+	if r := Judge(f, t0.Add(time.Second)).Routing(); r.State != drain.RoutingWithdrawn || r.Confirmed {
+		t.Fatalf("endpointslices mode: %s confirmed %v, want withdrawn, not confirmed", r.State, r.Confirmed)
+	}
+	f.KubeProxy = true
+	f.Rule = Rule{MinSync: time.Second, Allowance: 250 * time.Millisecond, Lag: 100 * time.Millisecond}
+	f.Nodes = map[string]*Node{"n1": NewNode("n1", "10.0.0.1:10256"), "n2": NewNode("n2", "10.0.0.2:10256")}
+	sync := func(n string, at, lastUpdated time.Duration) { // an answer received at `at`, its age exact
+		h := Healthz{CurrentTime: t0.Add(at), Families: map[discovery.AddressType]FamilyHealth{
+			discovery.AddressTypeIPv4: {LastUpdated: t0.Add(lastUpdated), Healthy: true}}}
+		f.Nodes[n].Record(h, t0.Add(at), t0.Add(at), f.Rule.Allowance, true)
+	}
+	sync("n1", -time.Second, -5*time.Second)
+	sync("n2", -time.Second, -5*time.Second)
+	sync("n1", 600*time.Millisecond, 400*time.Millisecond)
+	if r := Judge(f, t0.Add(700*time.Millisecond)).Routing(); r.State != drain.RoutingPending || r.Confirmed {
+		t.Fatalf("n2 pending: %s confirmed %v", r.State, r.Confirmed)
+	}
+	sync("n2", 900*time.Millisecond, 700*time.Millisecond)
+	r := Judge(f, t0.Add(time.Second)).Routing()
+	if r.State != drain.RoutingWithdrawn || !r.Confirmed || !r.SyncedBy.Equal(t0.Add(700*time.Millisecond)) {
+		t.Fatalf("%s confirmed %v by %v, want withdrawn, confirmed by 700ms", r.State, r.Confirmed, r.SyncedBy.Sub(t0))
+	}
+	f.LoadBalancerDelay = 500 * time.Millisecond
+	if r := Judge(f, t0.Add(time.Second)).Routing(); r.State != drain.RoutingWithdrawn || r.Confirmed {
+		t.Fatalf("with a load balancer delay: %s confirmed %v, want withdrawn, not confirmed", r.State, r.Confirmed)
+	}
+}

@@ -49,11 +49,12 @@ func TestIngressController_ReloadsDuringDrain(t *testing.T) {
 			t.Errorf("only %d reloads went through: the controller did not exercise the drain", controller.cliOK.Load())
 		}
 		checkNoFailures(t, r.cont.rec)
-		// Reloads every 300 ms keep replacing workers; a worker that exits
-		// between two polls, or a poll the re-executing master refuses,
-		// restarts the quiet clock (the counters are unknown), so the drain
-		// may end later than quiet or at the bound, but never before the
-		// quiet period after the last request.
+		// Reloads every 300 ms keep replacing workers; a poll the
+		// re-executing master refuses restarts the quiet clock when the
+		// readings around it cannot account for a worker that left (no
+		// stop line in time, sessions it had), so the drain may end later
+		// than quiet or at the bound, but never before the quiet period
+		// after the last request.
 		checkNotCutShort(t, r.ended, r.cont.rec.lastStart(), r.boundAt())
 		if reason := r.ended.Str("reason"); reason == "unavailable" {
 			t.Errorf("drain ended unavailable (%s) while HAProxy served and reloaded", r.ended.Str("detail"))

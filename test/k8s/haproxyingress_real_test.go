@@ -89,6 +89,73 @@ func TestHAProxyIngress_EditDuringDrain(t *testing.T) {
 	}
 }
 
+// The same pods, with an Ingress edit every 2 s from before the stop
+// request until hapsuper exits: the controller reloads HAProxy through the
+// whole drain (about 2 s here, so one reload lands in it). A reload is no client traffic: nothing fails, the drain ends
+// routed-away, and it ends within the withdrawn quiet period (500 ms in
+// kube-proxy mode) + 0.5 s of routing's withdrawal, the last instant a new
+// connection could be explained by (a routed-away drain saw none later).
+func TestHAProxyIngress_ReloadsEveryTwoSeconds(t *testing.T) {
+	ie := startIngress(t)
+	a := ie.pods[0]
+	tr := startTraffic(t, ie.url, ie.e.H.Nodes(), nil)
+	stop, done := make(chan struct{}), make(chan struct{})
+	var edits, failed int
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if ie.patchTimeout(fmt.Sprintf("%ds", 30+i%20)) == nil {
+					edits++
+				} else {
+					failed++
+				}
+			}
+		}
+	}()
+	// The stop 1.2 s after the second edit: the next comes 0.8 s into the
+	// drain, which lasts about 2 s (its reload lands in it), and the edits
+	// go on until hapsuper exits.
+	time.Sleep(4200 * time.Millisecond)
+	a.hap.terminate(t)
+	r := a.hap.afterStop(t, tr, true)
+	close(stop)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the Ingress edits did not stop within 15 s")
+	}
+	a.controller.Signal(syscall.SIGTERM)
+	t.Logf("Ingress edits: %d applied, %d failed", edits, failed)
+	checkNoFailures(t, tr, time.Time{})
+	checkReason(t, r, "routed-away")
+	during, after := 0, 0 // a reload after the soft stop is the stop's business (afterstop.go), not the drain's
+	for _, l := range a.reloadsOK() {
+		switch {
+		case !l.At.Before(r.Soft):
+			after++
+		case !l.At.Before(r.term):
+			during++
+		}
+	}
+	t.Logf("controller reloads logged ok: %d during the drain, %d after the soft stop", during, after)
+	if during < 1 {
+		t.Errorf("no controller reload landed during the drain: the scenario did not test one")
+	}
+	if r.Withdrawn.IsZero() {
+		t.Fatal("hapsuper never logged routing state=withdrawn")
+	}
+	t.Logf("drain: withdrawn %s after the stop, ended %s after withdrawn (%s)", r.Withdrawn.Sub(r.Started), r.Ended.Sub(r.Withdrawn), r.Detail)
+	if gap := r.Ended.Sub(r.Withdrawn); gap > time.Second {
+		t.Errorf("drain ended %s after routing was withdrawn, want within the withdrawn quiet period 500ms + 0.5 s: a reload restarted quiet", gap)
+	}
+}
+
 // ingressEnv is the cluster with the chart's objects, the backend and the
 // ingress pods.
 type ingressEnv struct {
@@ -592,12 +659,18 @@ func (ip *ingressPod) checkReloadsBefore(t *testing.T, r drainRecord, n int) int
 // change the controller applies by a reload.
 func (ie *ingressEnv) editIngress(t *testing.T, timeout string) {
 	t.Helper()
+	if err := ie.patchTimeout(timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patchTimeout is editIngress without the test, for a goroutine.
+func (ie *ingressEnv) patchTimeout(timeout string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"haproxy-ingress.github.io/timeout-server":%q}}}`, timeout)
-	if _, err := ie.e.H.Client.NetworkingV1().Ingresses(k8stest.PodNamespace).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := ie.e.H.Client.NetworkingV1().Ingresses(k8stest.PodNamespace).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 // checkTokenIsolation: the controller runs as uid 99; HAProxy's master as
