@@ -23,19 +23,29 @@ func TestDrain_LastReadyPod(t *testing.T) {
 	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	r := a.drainUnder(t, tr, true)
 
-	// The bound soft-stops a pod kube-proxy still routes to: a request
-	// sent in the last milliseconds before the "drain ended" line (its
-	// SYN behind the SIGUSR1 that follows the line) is refused by design.
+	checkNoFailuresBeforeBound(t, tr, r)
+	checkBound(t, r, tr, "")
+}
+
+// checkNoFailuresBeforeBound is checkNoFailures for a drain that ended at
+// its bound while kube-proxy still routed to the pod: the bound
+// soft-stops a pod that still gets connections, so a request sent in the
+// last moments before the "drain ended" line (its SYN behind the SIGUSR1
+// that follows the line) is refused by design. Those are logged; any
+// earlier failure fails the test.
+func checkNoFailuresBeforeBound(t *testing.T, tr *traffic, r drainRecord) {
+	t.Helper()
 	checkNoFailures(t, tr, r.Ended.Add(-boundInFlight))
 	if late := len(tr.failedBefore(r.Ended)) - len(tr.failedBefore(r.Ended.Add(-boundInFlight))); late > 0 {
 		t.Logf("%s: %d request(s) sent within %v before the bound's soft stop refused", r.pod, late, boundInFlight)
 	}
-	checkBound(t, r, tr, "")
 }
 
 // boundInFlight is how long before a bound's soft stop a request may be
-// sent and still meet the closed listener (seen: 1 ms before the line).
-const boundInFlight = 20 * time.Millisecond
+// sent and still meet the closed listener: seen 1 ms before the line on
+// an idle machine, 16 ms on one loaded by parallel test runs (its dial
+// waited that long for the CPU).
+const boundInFlight = 100 * time.Millisecond
 
 // internalTrafficPolicy Local: each node routes only to its own pods, and
 // falls back, per node, to its own serving-terminating ones.
@@ -71,7 +81,7 @@ func TestDrain_InternalTrafficPolicyLocal(t *testing.T) {
 		tr := startTraffic(t, url, e.H.Nodes(), nil)
 		r := a.drainUnder(t, tr, true)
 
-		checkNoFailures(t, tr, r.Ended)
+		checkNoFailuresBeforeBound(t, tr, r)
 		checkBound(t, r, tr, "node1")
 		if !strings.Contains(r.Detail, "node") {
 			t.Logf("detail does not name the node: %q", r.Detail)

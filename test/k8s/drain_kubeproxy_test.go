@@ -98,7 +98,7 @@ func TestDrain_PartitionedKubeProxy(t *testing.T) {
 
 	refused := tr.Where(func(o harness.Outcome) bool { return o.Kind != harness.KindOK && !o.Sent.Before(r.Ended) })
 	t.Logf("after the drain ended, %d requests failed (node2's stale rules still pick web-a)", len(refused))
-	checkNoFailures(t, tr, r.Ended)
+	checkNoFailuresBeforeBound(t, tr, r)
 	checkReason(t, r, "bound")
 	if !strings.Contains(r.Detail, "node2") || strings.Contains(r.Detail, "node1:") {
 		t.Errorf("drain detail %q: want node2 named as pending, and node1 not", r.Detail)
