@@ -56,7 +56,7 @@ func TestDrain_PortWithoutPeer(t *testing.T) {
 
 	checkNoFailures(t, httpTr, r.Ended)
 	checkNoFailuresBeforeBound(t, adminTr, r) // admin is still routed here at the bound
-	checkBound(t, r, adminTr, "") // kube-proxy's per-port fallback
+	checkBound(t, r, adminTr, "")             // kube-proxy's per-port fallback
 	if !strings.Contains(r.Detail, "port admin/TCP") {
 		t.Errorf("drain detail %q: want the admin port named", r.Detail)
 	}
