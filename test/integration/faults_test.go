@@ -41,11 +41,24 @@ func checkServedBeforeSoftStop(t *testing.T, soft time.Time, recs ...*recorder) 
 		if len(before) < 10 {
 			t.Errorf("%s: only %d requests before the soft stop: too few to mean anything", r.summary(), len(before))
 		}
-		if bad := r.where(func(o outcome) bool { return o.start.Before(soft) && o.kind != harness.KindOK }); len(bad) > 0 {
+		if bad := r.where(func(o outcome) bool { return o.start.Before(soft.Add(-softStopInFlight)) && o.kind != harness.KindOK }); len(bad) > 0 {
 			t.Errorf("%s: %d requests started before the soft stop failed:%s", r.name, len(bad), describe(bad, 5))
+		}
+		if late := r.where(func(o outcome) bool {
+			return !o.start.Before(soft.Add(-softStopInFlight)) && o.start.Before(soft) && o.kind != harness.KindOK
+		}); len(late) > 0 {
+			t.Logf("%s: %d request(s) started within %s before the soft stop met the closed listener:%s", r.name, len(late), softStopInFlight, describe(late, 5))
 		}
 	}
 }
+
+// softStopInFlight is how long before the "soft stop" line a client may
+// start a request that still meets the listener the soft stop closes: the
+// line comes just before the signal, and a connect started a moment
+// earlier can reach the socket after it (seen: 1.6 ms on a loaded
+// machine). These drains end while the client still sends, so such a
+// refusal is the soft stop's, not the drain's.
+const softStopInFlight = 100 * time.Millisecond
 
 // TestFault_MasterHungDuringDrain: the master is stopped (SIGSTOP) during
 // the drain. Its CLI accepts connections but answers nothing, so every poll
