@@ -167,8 +167,12 @@ func gateCommand(args []string, stdout, stderr io.Writer) int {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(f.timeout))
 	b, err := io.ReadAll(io.LimitReader(conn, 4<<10))
-	if err != nil || len(b) == 0 {
+	switch {
+	case err != nil:
 		fmt.Fprintf(stderr, "hapsuper gate: no answer from %s: %v\n", f.socket, err)
+		return 1
+	case len(b) == 0:
+		fmt.Fprintf(stderr, "hapsuper gate: the sidecar on %s closed the gate without an answer: it stopped or crashed\n", f.socket)
 		return 1
 	}
 	stdout.Write(b)
