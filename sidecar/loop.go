@@ -243,7 +243,7 @@ func (l *loop) step() {
 		if st.Detail != "" {
 			attrs = append(attrs, "detail", st.Detail)
 		}
-		l.log.Log(context.Background(), level, "drain ended: gate open", attrs...)
+		l.log.Log(context.Background(), level, "drain ended", append(attrs, "gate", "open")...)
 		if l.routing != nil {
 			l.routing.DrainEnded(st)
 		}
