@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/hapsuper/hapsuper/test/harness"
+	"github.com/hapsuper/hapsuper/test/harness/kube"
 )
 
 // sidecarPod is HAProxy started by the test as the HAProxy container of a
@@ -50,8 +53,37 @@ type gateRun struct {
 
 func (p *sidecarPod) askGate(t *testing.T) *gateRun {
 	t.Helper()
+	return p.runHook(t, hapsuperBin(t), "gate", "--gate-socket", filepath.Join(p.shared, "gate.sock"), "--timeout", "60s")
+}
+
+// askComponentHook runs the preStop command of deploy/components/sidecar,
+// on this pod's gate socket.
+func (p *sidecarPod) askComponentHook(t *testing.T) *gateRun {
+	t.Helper()
+	r := kube.Render(t, filepath.Join(kube.DeployDir(t), "overlays", "sidecar"))
+	for _, obj := range r.Find("Deployment") {
+		cs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		if len(cs) == 0 {
+			break
+		}
+		argv, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "lifecycle", "preStop", "exec", "command")
+		if len(argv) == 0 {
+			break
+		}
+		for i := range argv {
+			argv[i] = strings.ReplaceAll(argv[i], "/var/run/hapsuper/gate.sock", filepath.Join(p.shared, "gate.sock"))
+		}
+		return p.runHook(t, argv...)
+	}
+	t.Fatal("deploy/overlays/sidecar renders no Deployment whose first container has an exec preStop hook")
+	return nil
+}
+
+// runHook runs argv as the HAProxy container's preStop hook.
+func (p *sidecarPod) runHook(t *testing.T, argv ...string) *gateRun {
+	t.Helper()
 	g := &gateRun{done: make(chan struct{})}
-	cmd := exec.Command(hapsuperBin(t), "gate", "--gate-socket", filepath.Join(p.shared, "gate.sock"), "--timeout", "60s")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &g.out, &g.errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -93,6 +125,7 @@ func TestSidecar_GateHoldsUntilQuiet(t *testing.T) {
 
 		asked := time.Now()
 		g := p.askGate(t)
+		hook := p.askComponentHook(t) // the exec hook deploy/components/sidecar gives
 		if g.wait(t, 2*time.Second) {
 			t.Fatalf("the gate answered at once while clients send: exit %d, %q %q", g.code, g.out.String(), g.errOut.String())
 		}
@@ -106,6 +139,9 @@ func TestSidecar_GateHoldsUntilQuiet(t *testing.T) {
 		}
 		if held := g.end.Sub(quietFrom); held < time.Second {
 			t.Errorf("the gate opened %v after the clients stopped, before the quiet period (1s)", held)
+		}
+		if !hook.wait(t, time.Second) || hook.code != 0 || !strings.Contains(hook.out.String(), "drain ended quiet") {
+			t.Errorf("the component's hook: exit %d, stdout %q, stderr %q; want 0 and 'drain ended quiet' with the other request", hook.code, hook.out.String(), hook.errOut.String())
 		}
 		t.Logf("gate held %v (asked at +0, quiet from +%v)", g.end.Sub(asked).Round(time.Millisecond), quietFrom.Sub(asked).Round(time.Millisecond))
 
@@ -156,25 +192,32 @@ func TestSidecar_CrashedSidecarFailsTheHookFast(t *testing.T) {
 	p := startSidecarPod(t, h, cfg)
 	cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 20*time.Second)
 	defer cont.stop()
-	g := p.askGate(t)
+	g, hook := p.askGate(t), p.askComponentHook(t)
 	if g.wait(t, time.Second) {
 		t.Fatalf("the gate answered at once while clients send: %q", g.out.String())
 	}
 	killed := time.Now()
 	p.sidecar.Signal(syscall.SIGKILL)
-	if !g.wait(t, 3*time.Second) {
-		t.Fatal("the hook still waits 3 s after the sidecar was killed")
+	for name, r := range map[string]*gateRun{"hapsuper gate": g, "the component's hook": hook} {
+		if !r.wait(t, 3*time.Second) {
+			t.Fatalf("%s still waits 3 s after the sidecar was killed", name)
+		}
+		if r.code != 1 {
+			t.Errorf("%s: exit %d after the sidecar was killed, want 1; stderr %q", name, r.code, r.errOut.String())
+		}
+		t.Logf("%s failed %v after the sidecar's SIGKILL: %s", name, r.end.Sub(killed).Round(time.Millisecond), strings.TrimSpace(r.errOut.String()))
 	}
-	if g.code != 1 {
-		t.Errorf("gate exit %d after the sidecar was killed, want 1; stderr %q", g.code, g.errOut.String())
-	}
-	t.Logf("hook failed %v after the sidecar's SIGKILL: %s", g.end.Sub(killed).Round(time.Millisecond), strings.TrimSpace(g.errOut.String()))
 
-	again := p.askGate(t)
-	if !again.wait(t, 3*time.Second) {
-		t.Fatal("with no sidecar the hook still waits after 3 s")
+	again, hookAgain := p.askGate(t), p.askComponentHook(t)
+	for name, r := range map[string]*gateRun{"hapsuper gate": again, "the component's hook": hookAgain} {
+		if !r.wait(t, 3*time.Second) {
+			t.Fatalf("%s: with no sidecar the hook still waits after 3 s", name)
+		}
+		if r.code == 0 {
+			t.Errorf("%s without a sidecar: exit 0, want a failure; stderr %q", name, r.errOut.String())
+		}
 	}
-	if again.code != 1 || !strings.Contains(again.errOut.String(), "no sidecar answers") {
-		t.Errorf("gate without a sidecar: exit %d, stderr %q; want 1 and 'no sidecar answers'", again.code, again.errOut.String())
+	if !strings.Contains(again.errOut.String(), "no sidecar answers") {
+		t.Errorf("hapsuper gate without a sidecar: stderr %q, want 'no sidecar answers'", again.errOut.String())
 	}
 }
