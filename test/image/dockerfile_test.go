@@ -42,7 +42,7 @@ type image struct {
 	entryShell bool // shell form (wrapped in /bin/sh -c)
 	cmd        []string
 	cmdShell   bool
-	buildBase  []string // the other stages' bases, the sidecar's left out
+	buildBase  []string            // the other stages' bases, the sidecar's left out
 	sidecar    *instructions.Stage // the stage named sidecar (hapsuper alone); nil without one
 }
 
