@@ -221,3 +221,44 @@ func TestSidecar_CrashedSidecarFailsTheHookFast(t *testing.T) {
 		t.Errorf("hapsuper gate without a sidecar: stderr %q, want 'no sidecar answers'", again.errOut.String())
 	}
 }
+
+// A reload during the drain (SIGUSR2 to the master, as a controller or an
+// operator would send it) starts a new worker whose counters begin at zero
+// beside the old one finishing: the gate keeps holding while clients send
+// to either, opens once both are quiet, and the soft stop after it ends
+// both; no request fails.
+func TestSidecar_ReloadDuringDrain(t *testing.T) {
+	eachHAProxy(t, func(t *testing.T, h haproxyVersion) {
+		cfg := newConfig(t)
+		p := startSidecarPod(t, h, cfg)
+		cont := startContinuous(t, cfg.webAddr(), 20*time.Millisecond, 30*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		g := p.askGate(t)
+		time.Sleep(500 * time.Millisecond)
+		reloaded := p.haproxy.signal(t, syscall.SIGUSR2)
+		if g.wait(t, 2500*time.Millisecond) {
+			t.Fatalf("the gate opened across the reload while clients send: %q", g.out.String())
+		}
+		cont.stop()
+		quietFrom := time.Now()
+		if !g.wait(t, 15*time.Second) {
+			t.Fatal("the gate did not open within 15 s of quiet")
+		}
+		if g.code != 0 || !strings.Contains(g.out.String(), "drain ended quiet") {
+			t.Errorf("gate: exit %d, %q %q; want 0 and 'drain ended quiet'", g.code, g.out.String(), g.errOut.String())
+		}
+		if g.end.Sub(quietFrom) < time.Second {
+			t.Errorf("the gate opened %v after the clients stopped, before the quiet period", g.end.Sub(quietFrom))
+		}
+		p.haproxy.signal(t, syscall.SIGUSR1)
+		code, _ := p.sidecar.waitExit(15 * time.Second)
+		if code != 0 {
+			t.Errorf("sidecar exit code %d, want 0", code)
+		}
+		t.Logf("gate open %v after the reload, %v after quiet; %s", g.end.Sub(reloaded).Round(time.Millisecond),
+			g.end.Sub(quietFrom).Round(time.Millisecond), cont.rec.summary())
+		if bad := cont.rec.where(func(o outcome) bool { return o.kind != harness.KindOK }); len(bad) > 0 {
+			t.Errorf("%d requests failed across the reload:%s", len(bad), describe(bad, 5))
+		}
+	})
+}
