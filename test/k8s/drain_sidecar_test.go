@@ -193,3 +193,61 @@ func TestSidecar_RoutedAway(t *testing.T) {
 		t.Error("no Event DrainEnded on web-a")
 	}
 }
+
+// The last ready pod of its Service, deleted with a grace period shorter
+// than the sidecar's --grace-period: nothing else serves, so routing stays
+// pending and the gate holds to the bound, which follows the pod's own
+// grace period (the drain's share of grace − margin) and leaves the stop
+// signal what the kubelet gives after the hook, grace − ⌊hook seconds⌋,
+// more than the margin.
+func TestSidecar_ShortGraceBound(t *testing.T) {
+	e := newDrainEnv(t, k8stest.Options{Nodes: 2})
+	url := e.service(t, "web", false)
+	a := e.startSidecarPod(t, 1, "web-a", "web")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.H.SetPodReady(ctx, a.pod, true); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRouted(t, url, map[int][]string{1: {"web-a"}, 2: {"web-a"}})
+	tr := startTraffic(t, url, e.H.Nodes(), nil)
+
+	const grace = 6 * time.Second
+	if err := e.H.DeletePod(ctx, a.pod, grace); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	var r hookResult
+	select {
+	case r = <-a.hook(t, e.Bin):
+	case <-time.After(grace):
+		t.Fatal("the gate held the hook for the whole shortened grace period")
+	}
+	held := r.end.Sub(deleted)
+	left := grace - held.Truncate(time.Second)
+	// The drain's share: --max-wait (⅔ of 12 s − 2 s) scaled to 6 s − 2 s.
+	bound := time.Duration(int64(drainBound/time.Millisecond)*int64(grace-2*time.Second)/int64(drainGrace-2*time.Second)) * time.Millisecond
+	t.Logf("hook held %v (bound %v): the stop signal gets %v of the %v grace period; %s", held.Round(time.Millisecond), bound.Round(time.Millisecond), left, grace, r.out)
+	if !strings.Contains(r.out, "bound") {
+		t.Errorf("hook answer %q, want the bound", r.out)
+	}
+	if held < bound-200*time.Millisecond || left < 2*time.Second {
+		t.Errorf("held %v: want about the bound %v, leaving the soft stop at least the margin (2s), got %v", held, bound, left)
+	}
+	a.haproxy.Signal(syscall.SIGUSR1)
+	select {
+	case <-a.sidecar.Done():
+	case <-time.After(drainGrace):
+		t.Fatal("the sidecar still runs after HAProxy's soft stop")
+	}
+	tr.Stop()
+	if code, _ := a.sidecar.Exit(); code != 0 {
+		t.Errorf("sidecar exit code %d, want 0", code)
+	}
+	d := a.sidecar.ReadDrain(time.Time{})
+	if d.Reason != "bound" {
+		t.Errorf("drain ended %q (%s), want bound", d.Reason, d.Detail)
+	}
+	t.Logf("clients: %s", tr.summary())
+	checkNoFailures(t, tr, deleted.Add(held))
+}
