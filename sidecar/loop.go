@@ -213,7 +213,15 @@ func (l *loop) onSignal(sig syscall.Signal) {
 		l.log.Debug("signal ignored", "signal", conf.SignalName(sig))
 		return
 	}
-	l.log.Info("stop signal: exiting", "signal", conf.SignalName(sig), "held", len(l.held))
+	now := l.now()
+	attrs := []any{"signal", conf.SignalName(sig), "held", len(l.held)}
+	if l.deleting {
+		// The kubelet stops a native sidecar once the pod's other
+		// containers exited: HAProxy is gone.
+		l.drain.MasterExited(now)
+		attrs = append(attrs, "reason", string(l.drain.Status(now).Reason))
+	}
+	l.log.Info("stop signal: exiting", attrs...)
 	l.answerHeld("hapsuper stops: the gate opens")
 	l.exited = true
 }

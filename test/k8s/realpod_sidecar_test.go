@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,11 +27,27 @@ import (
 // realSidecarGatePort is the sidecar's HTTP gate in the real pod.
 const realSidecarGatePort = 8406
 
+// realSidecarImage is the Dockerfile's sidecar target as hack/image.sh
+// builds it, and the name it carries in its archive.
+const realSidecarImage = "localhost/hapsuper-sidecar:latest"
+
+// sidecarArchive returns the sidecar image's archive, beside the main
+// image's; the test fails without it (hack/image.sh writes both).
+func sidecarArchive(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(filepath.Dir(imageArchive(t)), "hapsuper-sidecar.oci.tar")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the sidecar image's archive is missing: %v (build it with `bash hack/image.sh`)", err)
+	}
+	return p
+}
+
 // sidecarPodObjects renders deploy/overlays/sidecar (the official image's
 // Deployment with hapsuper as a native sidecar) and adapts it to the
-// harness: both containers run the image built here, which holds HAProxy
-// and hapsuper (never pulled); the HAProxy container runs HAProxy itself,
-// as the overlay says, and nothing of hapsuper's. Its preStop hook is the
+// harness: the sidecar runs the sidecar image built here (hapsuper alone),
+// the HAProxy container the main image (never pulled), which holds HAProxy
+// and hapsuper: it runs HAProxy itself, as the overlay says, and nothing of
+// hapsuper's. Its preStop hook is the
 // httpGet on the sidecar's HTTP gate (the stand-in image has no socat for
 // the overlay's exec hook). The pods are pinned to the kubelet's node and
 // use realPodConfig.
@@ -55,8 +72,8 @@ func sidecarPodObjects(t *testing.T, node string) []*unstructured.Unstructured {
 			hap, sc := &spec.Containers[0], &spec.InitContainers[0]
 			hap.Image, hap.ImagePullPolicy = realPodImage, corev1.PullNever
 			hap.Lifecycle.PreStop = &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/gate", Port: intstr.FromInt32(realSidecarGatePort)}}
-			sc.Image, sc.ImagePullPolicy = realPodImage, corev1.PullNever
-			sc.Command = []string{"/usr/local/bin/hapsuper", "sidecar", "--gate-addr", fmt.Sprintf(":%d", realSidecarGatePort)}
+			sc.Image, sc.ImagePullPolicy = realSidecarImage, corev1.PullNever
+			sc.Args = []string{"--gate-addr", fmt.Sprintf(":%d", realSidecarGatePort)}
 			for j, e := range sc.Env {
 				if e.Name == "HAPSUPER_GRACE_PERIOD" {
 					sc.Env[j].Value = "20s"
@@ -98,13 +115,15 @@ func followSidecarLog(ctx context.Context, h *k8stest.Harness, pod string) *harn
 // No request fails; the drain ends routed-away with its Event; HAProxy's
 // container exits 0 after the gate opened, the sidecar exits 0 after it.
 func TestRealPod_Sidecar(t *testing.T) {
-	archive := imageArchive(t)
+	archives := []string{imageArchive(t), sidecarArchive(t)}
 	began := time.Now()
 	h := k8stest.Start(t, k8stest.Options{Nodes: 3, KubeletNode: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	if err := h.Kubelet().Containerd.Import(ctx, archive); err != nil {
-		t.Fatal(err)
+	for _, a := range archives {
+		if err := h.Kubelet().Containerd.Import(ctx, a); err != nil {
+			t.Fatal(err)
+		}
 	}
 	createNamespace(ctx, t, h, realPodNS)
 	a := kube.NewApplier(t, h)
@@ -161,9 +180,14 @@ func TestRealPod_Sidecar(t *testing.T) {
 	l.WaitRead(10 * time.Second)
 	d := l.ReadDrain(time.Time{})
 	held, heldOK := l.Find("gate asked: held until the drain ends", nil)
+	// HAProxy gone: seen over the master CLI, or the kubelet's SIGTERM to
+	// the sidecar, which comes once the other containers exited.
 	hgone, goneOK := l.Find("haproxy gone", nil)
-	deleted := last.DeletionTimestamp.Time
-	t.Logf("pod %s: drain started +%v, withdrawn +%v, gate asked +%v, drain ended +%v (%s: %s), HAProxy gone +%v",
+	if !goneOK {
+		hgone, goneOK = l.Find("stop signal: exiting", nil)
+	}
+	deleted := last.DeletionTimestamp.Time.Add(-time.Duration(*last.DeletionGracePeriodSeconds) * time.Second)
+	t.Logf("pod %s: drain started +%v, withdrawn +%v, gate asked +%v, drain ended +%v (%s: %s), HAProxy gone (or the sidecar stopped) +%v",
 		gone, d.Started.Sub(deleted).Round(time.Millisecond), d.Withdrawn.Sub(deleted).Round(time.Millisecond),
 		held.At.Sub(deleted).Round(time.Millisecond), d.Ended.Sub(deleted).Round(time.Millisecond), d.Reason, d.Detail,
 		hgone.At.Sub(deleted).Round(time.Millisecond))
@@ -177,7 +201,7 @@ func TestRealPod_Sidecar(t *testing.T) {
 		t.Errorf("pod %s: the kubelet's hook never reached the gate while the pod was being deleted; log:\n%s", gone, l.Tail(30))
 	}
 	if !goneOK || hgone.At.Before(d.Ended) {
-		t.Errorf("pod %s: haproxy gone at %v (logged %v), want after the drain ended at %v", gone, hgone.At, goneOK, d.Ended)
+		t.Errorf("pod %s: haproxy gone or the sidecar's stop at %v (logged %v), want after the drain ended at %v; log:\n%s", gone, hgone.At, goneOK, d.Ended, l.Tail(30))
 	}
 	for _, cs := range append(last.Status.InitContainerStatuses, last.Status.ContainerStatuses...) {
 		term := cs.State.Terminated
@@ -185,7 +209,7 @@ func TestRealPod_Sidecar(t *testing.T) {
 			t.Errorf("pod %s: container %s never reported terminated", gone, cs.Name)
 			continue
 		}
-		t.Logf("pod %s: container %s exited %d at +%v", gone, cs.Name, term.ExitCode, term.FinishedAt.Sub(deleted).Round(time.Second))
+		t.Logf("pod %s: container %s exited %d at +%v (a second's precision)", gone, cs.Name, term.ExitCode, term.FinishedAt.Sub(deleted).Round(time.Second))
 		if term.ExitCode != 0 {
 			t.Errorf("pod %s: container %s exited %d (%s), want 0", gone, cs.Name, term.ExitCode, term.Reason)
 		}
