@@ -26,7 +26,8 @@ import (
 // drain's Tick says SoftStop (its conditions, or its bound, which leaves the
 // kubelet's stop signal its share of the grace period), then all answered;
 // later ones are answered at once. HAProxy is gone when the master CLI
-// refuses (or its socket is missing) for goneAfter from the deletion on.
+// refuses (or its socket is missing) for goneAfter from the deletion on;
+// before it, that is a restart the loop waits out.
 type loop struct {
 	log      *slog.Logger
 	drain    *drain.Drain
@@ -47,7 +48,8 @@ type loop struct {
 	released  time.Time // when the gate opened; zero until then
 	result    string    // what the gate answers once open
 	stopping  bool      // every worker said it is stopping since the gate opened
-	goneSince time.Time // first reading since the deletion whose failure says HAProxy is gone; zero otherwise
+	goneSince time.Time // first of the readings in a row whose failure says HAProxy is gone; zero otherwise
+	lost      bool      // gone while the pod is not being deleted (a liveness restart), until it answers again
 	exited    bool
 	routingAt drain.RoutingState // last logged
 }
@@ -121,6 +123,10 @@ func (l *loop) onReading(r supervisor.Reading) {
 	}
 	l.goneSince = time.Time{}
 	l.master = r.Sample.Master.PID
+	if l.lost {
+		l.lost = false
+		l.log.Info("haproxy found again", "master", l.master, "workers", len(r.Sample.Workers))
+	}
 	if !l.found {
 		l.found = true
 		l.drain.Ready(now)
@@ -142,7 +148,7 @@ func (l *loop) onFailedReading(err error, now time.Time) {
 		l.log.Info("waiting for HAProxy's master CLI", "socket", l.settings.MasterSocket,
 			"waited_s", now.Sub(l.started).Round(time.Second).Seconds(), "err", err)
 	}
-	if !l.deleting || !gone(err) {
+	if !gone(err) {
 		l.goneSince = time.Time{}
 		return
 	}
@@ -150,6 +156,14 @@ func (l *loop) onFailedReading(err error, now time.Time) {
 		l.goneSince = now
 	}
 	if now.Sub(l.goneSince) < goneAfter {
+		return
+	}
+	if !l.deleting {
+		if l.found && !l.lost {
+			l.lost = true
+			l.log.Warn("haproxy gone while the pod is not being deleted: waiting for it to come back (a liveness or startup probe's restart?)",
+				"socket", l.settings.MasterSocket, "err", err)
+		}
 		return
 	}
 	l.exited = true

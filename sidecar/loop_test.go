@@ -271,3 +271,28 @@ func TestStopSignal(t *testing.T) {
 		t.Error("SIGTERM left the held request unanswered")
 	}
 }
+
+// HAProxy gone while the pod is not being deleted (a liveness restart) is
+// waited out: the loop keeps running, logs the loss once and HAProxy's
+// return, and the drain does not start.
+func TestRestartWaitedOut(t *testing.T) {
+	var logs strings.Builder
+	sc := newScene(t, &fakeRouting{state: drain.RoutingPending})
+	sc.l.log = slog.New(slog.NewTextHandler(&logs, nil))
+	refused := fmt.Errorf("connect: %w", syscall.ECONNREFUSED)
+	for range 30 {
+		sc.now = sc.now.Add(100 * time.Millisecond)
+		sc.fail(refused)
+	}
+	sc.advance(time.Second)
+	if sc.l.exited {
+		t.Fatal("exited on a restart while the pod is not being deleted")
+	}
+	if ph := sc.l.drain.Status(sc.now).Phase; ph != drain.Serving {
+		t.Errorf("phase %s after a restart, want serving", ph)
+	}
+	out := logs.String()
+	if strings.Count(out, "haproxy gone while the pod is not being deleted") != 1 || strings.Count(out, "haproxy found again") != 1 {
+		t.Errorf("want one loss and one return logged; log:\n%s", out)
+	}
+}

@@ -27,6 +27,10 @@ import (
 // realSidecarGatePort is the sidecar's HTTP gate in the real pod.
 const realSidecarGatePort = 8406
 
+// realUnhealthy is the file whose presence fails the HAProxy container's
+// liveness probe once (on the shared emptyDir, writable by uid 99).
+const realUnhealthy = "/var/run/hapsuper/unhealthy"
+
 // realSidecarImage is the Dockerfile's sidecar target as hack/image.sh
 // builds it, and the name it carries in its archive.
 const realSidecarImage = "localhost/hapsuper-sidecar:latest"
@@ -72,6 +76,11 @@ func sidecarPodObjects(t *testing.T, node string) []*unstructured.Unstructured {
 			hap, sc := &spec.Containers[0], &spec.InitContainers[0]
 			hap.Image, hap.ImagePullPolicy = realPodImage, corev1.PullNever
 			hap.Lifecycle.PreStop = &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/gate", Port: intstr.FromInt32(realSidecarGatePort)}}
+			// Fails once when the test leaves realUnhealthy: a liveness kill.
+			hap.LivenessProbe = &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "if [ -e " + realUnhealthy + " ]; then rm -f " + realUnhealthy + "; exit 1; fi"}}},
+				PeriodSeconds: 1, FailureThreshold: 1,
+			}
 			sc.Image, sc.ImagePullPolicy = realSidecarImage, corev1.PullNever
 			sc.Args = []string{"--gate-addr", fmt.Sprintf(":%d", realSidecarGatePort)}
 			for j, e := range sc.Env {
@@ -114,6 +123,13 @@ func followSidecarLog(ctx context.Context, h *k8stest.Harness, pod string) *harn
 // the kubelet sends the image's STOPSIGNAL (SIGUSR1: HAProxy's soft stop).
 // No request fails; the drain ends routed-away with its Event; HAProxy's
 // container exits 0 after the gate opened, the sidecar exits 0 after it.
+//
+// Before that, a liveness probe kills one pod's HAProxy container: the
+// kubelet runs the same preStop hook, which the gate answers at once (the
+// pod is not being deleted), the container restarts, the sidecar keeps
+// running (no restart) and starts no drain. The scale-down then removes
+// that pod (a ReplicaSet deletes the pod with more restarts first): the
+// drain is that of a sidecar that outlived an HAProxy restart.
 func TestRealPod_Sidecar(t *testing.T) {
 	archives := []string{imageArchive(t), sidecarArchive(t)}
 	began := time.Now()
@@ -143,6 +159,9 @@ func TestRealPod_Sidecar(t *testing.T) {
 		logs[p.Name] = followSidecarLog(ctx, h, p.Name)
 	}
 
+	checkLivenessKill(ctx, t, h, pods.Items[0].Name, logs[pods.Items[0].Name])
+	waitRollout(ctx, t, h, realPodNS, 2)
+
 	svc, err := h.Client.CoreV1().Services(realPodNS).Get(ctx, "haproxy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +181,10 @@ func TestRealPod_Sidecar(t *testing.T) {
 	}
 	gone, last := waitPodGone(ctx, t, h, pods.Items)
 	t.Logf("pod %s removed %v after the scale-down", gone, time.Since(scaled).Round(time.Millisecond))
+	if gone != pods.Items[0].Name {
+		// The ReplicaSet deletes the pod with more restarts first.
+		t.Errorf("pod %s removed, want %s, whose HAProxy restarted: the drain of a sidecar that outlived a restart", gone, pods.Items[0].Name)
+	}
 	time.Sleep(time.Second)
 	tr.Stop()
 	outcomes := tr.Outcomes()
@@ -265,4 +288,67 @@ func waitPodGone(ctx context.Context, t *testing.T, h *k8stest.Harness, pods []c
 	}
 	t.Fatal("no pod removed within 2 minutes of the scale-down")
 	return "", nil
+}
+
+// checkLivenessKill fails pod's liveness probe once and checks that the
+// gate answered the kubelet's hook at once, HAProxy's container restarted,
+// the sidecar did not, saw HAProxy come back and started no drain.
+func checkLivenessKill(ctx context.Context, t *testing.T, h *k8stest.Harness, pod string, l *harness.Log) {
+	t.Helper()
+	failed := time.Now()
+	if _, stderr, err := h.Exec(ctx, realPodNS, pod, "haproxy", "touch", realUnhealthy); err != nil {
+		t.Fatalf("touch %s in pod %s: %v %s", realUnhealthy, pod, err, stderr)
+	}
+	asked, ok := l.Wait("gate asked while the pod is not being deleted: answered at once (a liveness or startup probe's restart, or a stray request)", nil, 30*time.Second, nil)
+	if !ok {
+		t.Fatalf("pod %s: the liveness kill's hook never reached the gate; sidecar log:\n%s", pod, l.Tail(20))
+	}
+	var got *corev1.Pod
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if got, err = h.Client.CoreV1().Pods(realPodNS).Get(ctx, pod, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if restarted(got, "haproxy") && podReady(got) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s: HAProxy's container not restarted and ready a minute after the liveness kill: %+v", pod, got.Status.ContainerStatuses)
+		}
+	}
+	back := time.Now()
+	if _, ok := l.Find("drain started", nil); ok {
+		t.Errorf("pod %s: the liveness kill started a drain", pod)
+	}
+	for _, cs := range append(got.Status.InitContainerStatuses, got.Status.ContainerStatuses...) {
+		t.Logf("pod %s: container %s restarted %d times; last end %+v", pod, cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
+		switch {
+		case cs.Name == "haproxy" && cs.RestartCount != 1:
+			t.Errorf("pod %s: HAProxy's container restarted %d times, want 1 (the liveness kill)", pod, cs.RestartCount)
+		case cs.Name == "hapsuper" && cs.RestartCount != 0:
+			t.Errorf("pod %s: the sidecar restarted %d times, want 0", pod, cs.RestartCount)
+		}
+	}
+	t.Logf("pod %s: liveness kill: hook answered +%v after the probe was failed, HAProxy's container ready again +%v",
+		pod, asked.At.Sub(failed).Round(time.Millisecond), back.Sub(failed).Round(time.Millisecond))
+}
+
+// restarted says the pod's container name restarted at least once.
+func restarted(p *corev1.Pod, name string) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == name && cs.RestartCount > 0 && cs.State.Running != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// podReady says the pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
