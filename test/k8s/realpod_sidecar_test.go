@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,40 @@ func sidecarPodObjects(t *testing.T, node string) []*unstructured.Unstructured {
 	return r.Objects
 }
 
+// startSidecarRealPods starts a cluster of nodes whose node1 runs a
+// kubelet, imports both images, applies sidecarPodObjects with replicas
+// pods and returns them once ready. ctx ends at the test's end.
+func startSidecarRealPods(t *testing.T, nodes int, replicas int64) (*k8stest.Harness, context.Context, []corev1.Pod) {
+	t.Helper()
+	archives := []string{imageArchive(t), sidecarArchive(t)}
+	h := k8stest.Start(t, k8stest.Options{Nodes: nodes, KubeletNode: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	for _, a := range archives {
+		if err := h.Kubelet().Containerd.Import(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createNamespace(ctx, t, h, realPodNS)
+	a := kube.NewApplier(t, h)
+	for _, obj := range sidecarPodObjects(t, h.Kubelet().Node.Name) {
+		if obj.GetKind() == "Deployment" {
+			if err := unstructured.SetNestedField(obj.Object, replicas, "spec", "replicas"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Apply(ctx, obj, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRollout(ctx, t, h, realPodNS, int32(replicas))
+	pods, err := h.Client.CoreV1().Pods(realPodNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, ctx, pods.Items
+}
+
 // sidecarLogs follows the sidecar container's log of each pod named.
 func followSidecarLog(ctx context.Context, h *k8stest.Harness, pod string) *harness.Log {
 	l := &harness.Log{}
@@ -131,35 +166,15 @@ func followSidecarLog(ctx context.Context, h *k8stest.Harness, pod string) *harn
 // that pod (a ReplicaSet deletes the pod with more restarts first): the
 // drain is that of a sidecar that outlived an HAProxy restart.
 func TestRealPod_Sidecar(t *testing.T) {
-	archives := []string{imageArchive(t), sidecarArchive(t)}
 	began := time.Now()
-	h := k8stest.Start(t, k8stest.Options{Nodes: 3, KubeletNode: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	for _, a := range archives {
-		if err := h.Kubelet().Containerd.Import(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createNamespace(ctx, t, h, realPodNS)
-	a := kube.NewApplier(t, h)
-	for _, obj := range sidecarPodObjects(t, h.Kubelet().Node.Name) {
-		if err := a.Apply(ctx, obj, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitRollout(ctx, t, h, realPodNS, 2)
+	h, ctx, pods := startSidecarRealPods(t, 3, 2)
 	t.Logf("2 pods ready %v after the cluster started", time.Since(began).Round(time.Millisecond))
-	pods, err := h.Client.CoreV1().Pods(realPodNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := map[string]*harness.Log{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		logs[p.Name] = followSidecarLog(ctx, h, p.Name)
 	}
 
-	checkLivenessKill(ctx, t, h, pods.Items[0].Name, logs[pods.Items[0].Name])
+	checkLivenessKill(ctx, t, h, pods[0].Name, logs[pods[0].Name])
 	waitRollout(ctx, t, h, realPodNS, 2)
 
 	svc, err := h.Client.CoreV1().Services(realPodNS).Get(ctx, "haproxy", metav1.GetOptions{})
@@ -179,11 +194,11 @@ func TestRealPod_Sidecar(t *testing.T) {
 	if _, err := h.Client.AppsV1().Deployments(realPodNS).Patch(ctx, "haproxy", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("scale down: %v", err)
 	}
-	gone, last := waitPodGone(ctx, t, h, pods.Items)
+	gone, last := waitPodGone(ctx, t, h, pods)
 	t.Logf("pod %s removed %v after the scale-down", gone, time.Since(scaled).Round(time.Millisecond))
-	if gone != pods.Items[0].Name {
+	if gone != pods[0].Name {
 		// The ReplicaSet deletes the pod with more restarts first.
-		t.Errorf("pod %s removed, want %s, whose HAProxy restarted: the drain of a sidecar that outlived a restart", gone, pods.Items[0].Name)
+		t.Errorf("pod %s removed, want %s, whose HAProxy restarted: the drain of a sidecar that outlived a restart", gone, pods[0].Name)
 	}
 	time.Sleep(time.Second)
 	tr.Stop()
@@ -209,8 +224,10 @@ func TestRealPod_Sidecar(t *testing.T) {
 	if !goneOK {
 		hgone, goneOK = l.Find("stop signal: exiting", nil)
 	}
-	deleted := last.DeletionTimestamp.Time.Add(-time.Duration(*last.DeletionGracePeriodSeconds) * time.Second)
-	t.Logf("pod %s: drain started +%v, withdrawn +%v, gate asked +%v, drain ended +%v (%s: %s), HAProxy gone (or the sidecar stopped) +%v",
+	// From the scale-down, on the test's clock (deletionTimestamp has a
+	// second's precision); the ReplicaSet deletes the pod a few ms later.
+	deleted := scaled
+	t.Logf("pod %s, from the scale-down: drain started +%v, withdrawn +%v, gate asked +%v, drain ended +%v (%s: %s), HAProxy gone (or the sidecar stopped) +%v",
 		gone, d.Started.Sub(deleted).Round(time.Millisecond), d.Withdrawn.Sub(deleted).Round(time.Millisecond),
 		held.At.Sub(deleted).Round(time.Millisecond), d.Ended.Sub(deleted).Round(time.Millisecond), d.Reason, d.Detail,
 		hgone.At.Sub(deleted).Round(time.Millisecond))
@@ -351,4 +368,95 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// A crashed sidecar never holds a pod's stop past its grace period: the
+// sidecar's process is killed twice (the kubelet restarts it at once, then
+// backs off 10 s) and the pod is deleted while it is down. The kubelet's
+// hook finds no gate: it records FailedPreStopHook and sends the stop
+// signal at once, HAProxy soft-stops and exits 0, and the pod is gone long
+// before its 20 s grace period. No DrainEnded Event: the sidecar's absence
+// shows as the failed hook.
+func TestRealPod_SidecarCrashed(t *testing.T) {
+	h, ctx, pods := startSidecarRealPods(t, 1, 1)
+	pod := pods[0].Name
+	for kill := 1; kill <= 2; kill++ {
+		got, err := h.Client.CoreV1().Pods(realPodNS).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := ""
+		for _, cs := range got.Status.InitContainerStatuses {
+			if cs.Name == "hapsuper" && cs.State.Running != nil {
+				id = strings.TrimPrefix(cs.ContainerID, "containerd://")
+			}
+		}
+		if id == "" {
+			t.Fatalf("pod %s: the sidecar is not running before kill %d: %+v", pod, kill, got.Status.InitContainerStatuses)
+		}
+		pid, err := h.Kubelet().Containerd.TaskPID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the sidecar (pid %d): %v", pid, err)
+		}
+		if kill == 2 {
+			break
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			got, err = h.Client.CoreV1().Pods(realPodNS).Get(ctx, pod, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Status.InitContainerStatuses) == 1 && got.Status.InitContainerStatuses[0].RestartCount == 1 && got.Status.InitContainerStatuses[0].State.Running != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s: the sidecar not restarted 30 s after it was killed: %+v", pod, got.Status.InitContainerStatuses)
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the kubelet has seen the second crash
+	var grace int64 = 20
+	if err := h.Client.CoreV1().Pods(realPodNS).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	gone, last := waitPodGone(ctx, t, h, pods)
+	took := time.Since(deleted)
+	t.Logf("pod %s removed %v after its deletion (grace %ds)", gone, took.Round(time.Millisecond), grace)
+	if took >= time.Duration(grace)*time.Second/2 {
+		t.Errorf("pod %s took %v to stop with its sidecar down: the stop waited on the gate", gone, took)
+	}
+	for _, cs := range last.Status.ContainerStatuses {
+		if cs.Name == "haproxy" && (cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0) {
+			t.Errorf("pod %s: HAProxy's container ended %+v, want exit 0 (the soft stop)", gone, cs.State.Terminated)
+		}
+	}
+	var failedHook, drained bool
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !failedHook; time.Sleep(200 * time.Millisecond) {
+		evs, err := h.Client.EventsV1().Events(realPodNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			if ev.Regarding.Name != gone {
+				continue
+			}
+			switch ev.Reason {
+			case "FailedPreStopHook":
+				failedHook = true
+				t.Logf("Event FailedPreStopHook on %s: %s", gone, ev.Note)
+			case "DrainEnded":
+				drained = true
+			}
+		}
+	}
+	if !failedHook {
+		t.Errorf("pod %s: no FailedPreStopHook Event: the sidecar's absence does not show", gone)
+	}
+	if drained {
+		t.Errorf("pod %s: a DrainEnded Event with the sidecar down", gone)
+	}
 }
