@@ -174,6 +174,12 @@ func TestRealPod_Sidecar(t *testing.T) {
 		logs[p.Name] = followSidecarLog(ctx, h, p.Name)
 	}
 
+	// The status socket, through the CRI's exec into the sidecar's image
+	// (hapsuper alone: no shell, no PATH of its own).
+	out, stderr, err := h.Exec(ctx, realPodNS, pods[1].Name, "hapsuper", "hapsuper", "status", "--json")
+	if ph := statusPhase(out); err != nil || ph != "serving" {
+		t.Errorf("hapsuper status --json in the sidecar: phase %q, %v %s", ph, err, stderr)
+	}
 	checkLivenessKill(ctx, t, h, pods[0].Name, logs[pods[0].Name])
 	waitRollout(ctx, t, h, realPodNS, 2)
 
