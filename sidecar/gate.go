@@ -18,9 +18,11 @@ import (
 // GatePath is the HTTP gate's path, for an httpGet preStop hook.
 const GatePath = "/gate"
 
-// maxHeld bounds the gate requests open at once, on both transports: the
+// maxHeld bounds the gate requests open at once, per transport: the
 // kubelet sends one per stop, anyone else more (the HTTP gate answers on
-// the pod's IP). A request over it is answered at once.
+// the pod's IP). A request over it is answered at once; each transport has
+// its own, so that a flood of GETs from the cluster cannot take the exec
+// hook's place on the unix socket, which only the pod reaches.
 const maxHeld = 64
 
 // gate is the gate's two transports in front of the loop: a unix socket
@@ -32,7 +34,8 @@ type gate struct {
 	deleted  chan<- deletion
 	readPod  func(ctx context.Context) (bool, time.Duration, error) // nil: routing off
 	done     <-chan struct{}                                        // closed when the loop returned
-	slots    chan struct{}
+	slots    chan struct{}                                          // the unix socket's requests
+	webSlots chan struct{}                                          // the HTTP gate's
 	now      func() time.Time
 	log      *slog.Logger
 	unix     net.Listener
@@ -46,10 +49,10 @@ type gate struct {
 // the pod itself (the watch may not have delivered a deletion that the
 // kubelet's hook already follows); a pod that is being deleted makes it a
 // held request.
-func (g *gate) request(ctx context.Context) string {
+func (g *gate) request(ctx context.Context, slots chan struct{}) string {
 	select {
-	case g.slots <- struct{}{}:
-		defer func() { <-g.slots }()
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
 	default:
 		return "too many gate requests open: answered at once"
 	}
@@ -142,7 +145,7 @@ func (g *gate) answerConn(conn net.Conn) {
 	// Its input is not read: a client that closes its side after a
 	// request line (socat with stdin) must not lose its place; one that
 	// went away keeps its slot until the drain ends.
-	text := g.request(context.Background())
+	text := g.request(context.Background(), g.slots)
 	conn.SetWriteDeadline(time.Now().Add(time.Second))
 	io.WriteString(conn, text+"\n")
 }
@@ -161,7 +164,7 @@ func (g *gate) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+GatePath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, g.request(r.Context())+"\n")
+		io.WriteString(w, g.request(r.Context(), g.webSlots)+"\n")
 	})
 	return mux
 }

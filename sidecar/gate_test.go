@@ -54,7 +54,7 @@ func newFakeLoop(t *testing.T) *fakeLoop {
 }
 
 func newTestGate(f *fakeLoop, readPod func(context.Context) (bool, time.Duration, error)) *gate {
-	return &gate{asks: f.asks, deleted: f.deleted, done: f.done, readPod: readPod, slots: make(chan struct{}, maxHeld),
+	return &gate{asks: f.asks, deleted: f.deleted, done: f.done, readPod: readPod, slots: make(chan struct{}, maxHeld), webSlots: make(chan struct{}, maxHeld),
 		now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -65,16 +65,16 @@ func newTestGate(f *fakeLoop, readPod func(context.Context) (bool, time.Duration
 func TestGateReadsThePod(t *testing.T) {
 	f := newFakeLoop(t)
 	g := newTestGate(f, func(context.Context) (bool, time.Duration, error) { return false, 0, nil })
-	if got := g.request(context.Background()); got != "not deleting" {
+	if got := g.request(context.Background(), g.slots); got != "not deleting" {
 		t.Errorf("pod not deleted: %q", got)
 	}
 	g.readPod = func(context.Context) (bool, time.Duration, error) { return false, 0, errors.New("forbidden") }
-	if got := g.request(context.Background()); got != "not deleting" {
+	if got := g.request(context.Background(), g.slots); got != "not deleting" {
 		t.Errorf("pod unreadable: %q", got)
 	}
 	g.readPod = func(context.Context) (bool, time.Duration, error) { return true, 20 * time.Second, nil }
 	got := make(chan string, 1)
-	go func() { got <- g.request(context.Background()) }()
+	go func() { got <- g.request(context.Background(), g.slots) }()
 	select {
 	case s := <-got:
 		t.Fatalf("answered %q while the pod is being deleted", s)
@@ -146,5 +146,21 @@ func TestGateTransports(t *testing.T) {
 		if resp.StatusCode != http.StatusMethodNotAllowed {
 			t.Errorf("POST: %d, want 405", resp.StatusCode)
 		}
+	}
+}
+
+// Requests over the bound of their transport are answered at once; a
+// flood on the HTTP gate leaves the unix socket's requests their places.
+func TestGateBoundPerTransport(t *testing.T) {
+	f := newFakeLoop(t)
+	g := newTestGate(f, nil)
+	for range maxHeld {
+		g.webSlots <- struct{}{}
+	}
+	if got := g.request(context.Background(), g.webSlots); !strings.Contains(got, "too many") {
+		t.Errorf("HTTP request over the bound: %q, want answered at once", got)
+	}
+	if got := g.request(context.Background(), g.slots); got != "not deleting" {
+		t.Errorf("unix request with the HTTP gate full: %q, want the loop's answer", got)
 	}
 }

@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, open OpenRouting, si
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	asks, deleted, done := make(chan ask), make(chan deletion), make(chan struct{})
-	g := &gate{asks: asks, deleted: deleted, done: done, slots: make(chan struct{}, maxHeld), now: time.Now, log: log.With("component", "gate")}
+	g := &gate{asks: asks, deleted: deleted, done: done, slots: make(chan struct{}, maxHeld), webSlots: make(chan struct{}, maxHeld), now: time.Now, log: log.With("component", "gate")}
 	if rt != nil {
 		g.readPod = rt.PodDeleting
 	}
