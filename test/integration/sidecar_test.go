@@ -137,8 +137,10 @@ func TestSidecar_GateHoldsUntilQuiet(t *testing.T) {
 		if g.code != 0 || !strings.Contains(g.out.String(), "drain ended quiet") {
 			t.Errorf("gate: exit %d, stdout %q, stderr %q; want 0 and 'drain ended quiet'", g.code, g.out.String(), g.errOut.String())
 		}
-		if held := g.end.Sub(quietFrom); held < time.Second {
-			t.Errorf("the gate opened %v after the clients stopped, before the quiet period (1s)", held)
+		// Quiet counts from the last request HAProxy saw, which the client
+		// sent at or before its last start.
+		if held := g.end.Sub(cont.rec.lastStart()); held < time.Second {
+			t.Errorf("the gate opened %v after the last request was sent, before the quiet period (1s)", held)
 		}
 		if !hook.wait(t, time.Second) || hook.code != 0 || !strings.Contains(hook.out.String(), "drain ended quiet") {
 			t.Errorf("the component's hook: exit %d, stdout %q, stderr %q; want 0 and 'drain ended quiet' with the other request", hook.code, hook.out.String(), hook.errOut.String())
@@ -247,8 +249,8 @@ func TestSidecar_ReloadDuringDrain(t *testing.T) {
 		if g.code != 0 || !strings.Contains(g.out.String(), "drain ended quiet") {
 			t.Errorf("gate: exit %d, %q %q; want 0 and 'drain ended quiet'", g.code, g.out.String(), g.errOut.String())
 		}
-		if g.end.Sub(quietFrom) < time.Second {
-			t.Errorf("the gate opened %v after the clients stopped, before the quiet period", g.end.Sub(quietFrom))
+		if held := g.end.Sub(cont.rec.lastStart()); held < time.Second {
+			t.Errorf("the gate opened %v after the last request was sent, before the quiet period (1s)", held)
 		}
 		p.haproxy.signal(t, syscall.SIGUSR1)
 		code, _ := p.sidecar.waitExit(15 * time.Second)
