@@ -17,8 +17,9 @@
 #   HAProxy 3.0/3.2/3.4  hack/haproxy-root.sh: Debian roots (~1 min each cold)
 #   charts, Helm         hack/charts.sh: the peers' chart tarballs (sha256
 #                        checked) and Helm v3.21.4 from the Go module proxy
-#   the image            hack/image.sh: the Dockerfile built by buildah (~3 min
-#                        cold, ~1.5 min with its bases cached)
+#   the images           hack/image.sh: the Dockerfile built by buildah, its
+#                        final stage and its sidecar target (~3 min cold,
+#                        ~1.5 min with its bases cached)
 #
 # Everything it makes lives under /var/cache/hapsuper, outside the
 # repository.
