@@ -6,7 +6,7 @@
 # it skip, saying why.
 #
 #   Debian packages      haproxy (2.6, the host's), the tools the tests
-#                        drive (socat, curl, wrk, h2load, iproute2, nftables,
+#                        drive (socat, s6, curl, wrk, h2load, iproute2, nftables,
 #                        iptables, conntrack, util-linux, procps), gcc,
 #                        debootstrap, buildah, containerd, runc,
 #                        containernetworking-plugins: apt-get only when one
@@ -32,7 +32,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 start=$(date +%s)
-packages=(haproxy socat curl wrk make gcc libc6-dev util-linux procps iproute2 nftables iptables conntrack ca-certificates debootstrap buildah containerd runc containernetworking-plugins nghttp2-client)
+packages=(haproxy socat s6 curl wrk make gcc libc6-dev util-linux procps iproute2 nftables iptables conntrack ca-certificates debootstrap buildah containerd runc containernetworking-plugins nghttp2-client)
 missing=()
 for p in "${packages[@]}"; do
 	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")

@@ -37,6 +37,11 @@ type loop struct {
 	publish  func(status.Snapshot)
 	fast     func(bool) // the poller's pace; nil in tests
 	now      func() time.Time
+	// s6SoftStop soft-stops HAProxy through its s6 supervisor (--s6-service)
+	// at the drain's end; the gate then holds until HAProxy is gone or the
+	// deadline. nil: the kubelet's stop signal soft-stops HAProxy.
+	s6SoftStop func() error
+	untilGone  bool // the gate holds until HAProxy is gone (after an s6 soft stop)
 
 	last      supervisor.Reading
 	master    int       // the master show proc listed last
@@ -187,8 +192,11 @@ func gone(err error) bool {
 // onAsk answers a gate request or holds it.
 func (l *loop) onAsk(a ask) {
 	switch {
-	case !l.released.IsZero():
+	case !l.released.IsZero() && !l.untilGone:
 		a.reply <- answer{text: l.result}
+	case l.untilGone:
+		l.held = append(l.held, a.reply)
+		l.log.Info("gate asked: held until HAProxy is gone", "held", len(l.held))
 	case !l.deleting && l.routing != nil:
 		a.reply <- answer{text: "the pod is not being deleted: nothing to wait for", notDeleting: true}
 	default:
@@ -271,10 +279,24 @@ func (l *loop) step() {
 		}
 		l.released = now
 		l.result = fmt.Sprintf("drain ended %s after %.3fs: stop HAProxy now", st.Reason, took)
-		l.answerHeld(l.result)
+		if l.s6SoftStop == nil {
+			l.answerHeld(l.result)
+			return
+		}
+		if err := l.s6SoftStop(); err != nil {
+			l.log.Error("soft stop through s6 failed: the gate opens, the stop signal decides", "err", err)
+			l.answerHeld(l.result)
+			return
+		}
+		l.untilGone = true
+		l.log.Info("soft stop sent through s6: the gate holds until HAProxy is gone", "held", len(l.held))
 	case drain.HardStop:
 		l.log.Warn("deadline passed with HAProxy still answering: the kubelet kills it at the grace period's end",
 			"sessions", l.drain.Status(now).Sessions())
+		if l.untilGone {
+			l.untilGone = false
+			l.answerHeld("deadline passed with HAProxy still running: stop it now")
+		}
 	}
 }
 

@@ -296,3 +296,40 @@ func TestRestartWaitedOut(t *testing.T) {
 		t.Errorf("want one loss and one return logged; log:\n%s", out)
 	}
 }
+
+// With an s6 soft stop (--s6-service) the drain's end sends it once, and
+// the gate holds, old and new requests alike, until HAProxy is gone; a
+// failing s6 opens the gate at once, for the stop signal to decide.
+func TestS6SoftStopHoldsUntilGone(t *testing.T) {
+	rt := &fakeRouting{state: drain.RoutingWithdrawn, deleting: true, grace: 30 * time.Second}
+	sc := newScene(t, rt)
+	sent := 0
+	sc.l.s6SoftStop = func() error { sent++; return nil }
+	first := sc.ask()
+	sc.advance(5 * time.Second) // quiet: the drain ends
+	if sent != 1 {
+		t.Fatalf("s6 soft stops sent: %d, want 1", sent)
+	}
+	if _, ok := answered(t, first); ok {
+		t.Fatal("the gate opened at the s6 soft stop, before HAProxy was gone")
+	}
+	second := sc.ask()
+	refused := fmt.Errorf("connect: %w", syscall.ECONNREFUSED)
+	for i := 0; i < 20 && !sc.l.exited; i++ {
+		sc.now = sc.now.Add(100 * time.Millisecond)
+		sc.fail(refused)
+	}
+	for _, ch := range []<-chan answer{first, second} {
+		if a, ok := answered(t, ch); !ok || !strings.Contains(a.text, "gone") {
+			t.Errorf("answer %+v (given %v), want one once HAProxy is gone", a, ok)
+		}
+	}
+
+	sc = newScene(t, &fakeRouting{state: drain.RoutingWithdrawn, deleting: true, grace: 30 * time.Second})
+	sc.l.s6SoftStop = func() error { return fmt.Errorf("open s6 control: %w", syscall.ENXIO) }
+	held := sc.ask()
+	sc.advance(5 * time.Second)
+	if _, ok := answered(t, held); !ok {
+		t.Error("a failed s6 soft stop left the gate shut")
+	}
+}

@@ -25,6 +25,7 @@ type Config struct {
 	Settings   conf.Settings
 	GateSocket string // the gate's unix socket, on the shared volume; empty: none
 	GateAddr   string // the HTTP gate's address; empty: none
+	S6Service  string // HAProxy's s6 service directory, soft-stopped through it at the drain's end; empty: none
 }
 
 // Routing is what the sidecar needs of routing/: PID 1 mode's interface and
@@ -107,6 +108,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, open OpenRouting, si
 	}
 	if rt != nil {
 		l.routing = rt
+	}
+	if cfg.S6Service != "" {
+		l.s6SoftStop = s6Control(cfg.S6Service)
 	}
 	code := 0
 	var grp run.Group

@@ -49,6 +49,7 @@ const gateAbout = "Asks the gate of a hapsuper sidecar and prints its answer: a 
 func gateFlags(fs *flag.FlagSet, c *sidecar.Config) {
 	fs.StringVar(&c.GateSocket, "gate-socket", DefaultGateSocket, "the gate's unix socket, for an exec preStop hook (hapsuper gate, or socat -u UNIX-CONNECT:<path> -), on the volume the HAProxy container mounts; empty: none")
 	fs.StringVar(&c.GateAddr, "gate-addr", "", "the HTTP gate's address, such as :8406, for an httpGet preStop hook on path "+sidecar.GatePath+" (default: none)")
+	fs.StringVar(&c.S6Service, "s6-service", "", "HAProxy's s6 service directory on a volume both containers mount (/run/service/haproxy in HAProxy Technologies' s6-overlay images, whose stop signal hard-stops HAProxy): at the drain's end the sidecar soft-stops HAProxy through s6 (s6-svc -O -1) and answers the gate once HAProxy is gone (default: none)")
 }
 
 // sidecarFlags are the sidecar command's flags: run's that concern it and
