@@ -35,6 +35,22 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/hapsuper ./cmd/hapsuper
 
+# The sidecar's image: hapsuper alone, for `hapsuper sidecar` beside an
+# HAProxy container it does not run (docs/sidecar.md, deploy/components/
+# sidecar). Build it with
+#
+#   docker build --target sidecar -t hapsuper-sidecar .
+#
+# The binary is static: nothing else is needed, no shell, no C library.
+# It runs as uid and gid 99, the official haproxy image's user, so that both
+# containers reach the sockets on the volume they share (the master CLI,
+# mode 600, and the gate). The status socket is in that volume too:
+# `kubectl exec <pod> -c hapsuper -- hapsuper status`.
+FROM scratch AS sidecar
+COPY --from=build /out/hapsuper /usr/local/bin/hapsuper
+USER 99:99
+ENTRYPOINT ["/usr/local/bin/hapsuper", "sidecar"]
+
 # Final stage: the official image, untouched but for hapsuper.
 FROM haproxy:${HAPROXY_VERSION}
 COPY --from=build /out/hapsuper /usr/local/bin/hapsuper

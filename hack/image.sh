@@ -9,6 +9,8 @@
 #     storage/, runroot/          buildah's image store (vfs)
 #     tmp/                        buildah's RUN --mount=type=cache directories
 #     hapsuper-haproxy.oci.tar    the built image, an oci-archive
+#     hapsuper-sidecar.oci.tar    the Dockerfile's sidecar target (hapsuper
+#                                 alone), an oci-archive
 #
 # Base images cannot be pulled here, so stand-ins are made once from Debian
 # roots and tagged with the names the Dockerfile uses:
@@ -45,6 +47,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${HAPSUPER_IMAGE_CACHE:-/var/cache/hapsuper/image}
 archive=$cache/hapsuper-haproxy.oci.tar
 image=localhost/hapsuper-haproxy:latest
+sidecar_archive=$cache/hapsuper-sidecar.oci.tar
+sidecar_image=localhost/hapsuper-sidecar:latest
 # standin_rev names the recipe of the stand-ins below: raise it when they change.
 standin_rev=2
 
@@ -166,27 +170,38 @@ start=$(date +%s)
 version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
 arch=$(go env GOARCH)
 echo "building $image (version $version) from $root/Dockerfile"
+# bud [buildah flags]: the final stage, or with --target another one.
 bud() {
 	b bud --isolation chroot --network host --pull-never \
 		--build-arg TARGETOS=linux --build-arg TARGETARCH="$arch" --build-arg VERSION="$version" \
-		-t "$image" -f "$root/Dockerfile" "$root" >"$cache/build.log" 2>&1
+		-f "$root/Dockerfile" "$@" "$root" >"$cache/build.log" 2>&1
 }
 # One retry: on a fresh machine under load a RUN step failed once with
 # buildah's "Close_Fd sealing memfd copy: Device or resource busy" and
 # passed when run again; a second failure is real.
-if ! bud; then
+if ! bud -t "$image"; then
 	echo "image.sh: buildah bud failed once ($(grep -m1 -iE 'error|busy' "$cache/build.log" || echo 'see the log')); trying again" >&2
 	cp "$cache/build.log" "$cache/build-first-try.log"
-	if ! bud; then
+	if ! bud -t "$image"; then
 		tail -30 "$cache/build.log" >&2
 		echo "image.sh: buildah bud failed twice; full logs: $cache/build-first-try.log, $cache/build.log" >&2
 		exit 1
 	fi
 fi
-rm -f "$cache"/.hapsuper-haproxy.oci.tar.*
+# The sidecar target: the build stage's caches make it a matter of seconds.
+if ! bud --target sidecar -t "$sidecar_image"; then
+	tail -30 "$cache/build.log" >&2
+	echo "image.sh: buildah bud --target sidecar failed; full log: $cache/build.log" >&2
+	exit 1
+fi
+rm -f "$cache"/.hapsuper-haproxy.oci.tar.* "$cache"/.hapsuper-sidecar.oci.tar.*
 tmp_archive="$cache/.hapsuper-haproxy.oci.tar.$$"
 b push --quiet "$image" "oci-archive:$tmp_archive:$image"
 mv -f "$tmp_archive" "$archive"
+tmp_archive="$cache/.hapsuper-sidecar.oci.tar.$$"
+b push --quiet "$sidecar_image" "oci-archive:$tmp_archive:$sidecar_image"
+mv -f "$tmp_archive" "$sidecar_archive"
 b rmi --prune >/dev/null # the image of the previous run, untagged by this one
 echo "built in $(($(date +%s) - start))s"
+echo "$sidecar_archive"
 echo "$archive"

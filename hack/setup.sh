@@ -6,7 +6,7 @@
 # it skip, saying why.
 #
 #   Debian packages      haproxy (2.6, the host's), the tools the tests
-#                        drive (socat, curl, wrk, h2load, iproute2, nftables,
+#                        drive (socat, s6, curl, wrk, h2load, iproute2, nftables,
 #                        iptables, conntrack, util-linux, procps), gcc,
 #                        debootstrap, buildah, containerd, runc,
 #                        containernetworking-plugins: apt-get only when one
@@ -21,8 +21,9 @@
 #   HAProxy 3.0/3.2/3.4  hack/haproxy-root.sh: Debian roots (~1 min each cold)
 #   charts, Helm         hack/charts.sh: the peers' chart tarballs (sha256
 #                        checked) and Helm v3.21.4 from the Go module proxy
-#   the image            hack/image.sh: the Dockerfile built by buildah (~3 min
-#                        cold, ~1.5 min with its bases cached)
+#   the images           hack/image.sh: the Dockerfile built by buildah, its
+#                        final stage and its sidecar target (~3 min cold,
+#                        ~1.5 min with its bases cached)
 #
 # Everything it makes lives under /var/cache/hapsuper, outside the
 # repository.
@@ -35,7 +36,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 start=$(date +%s)
-packages=(haproxy socat curl wrk make gcc libc6-dev util-linux procps iproute2 nftables iptables conntrack ca-certificates debootstrap buildah containerd runc containernetworking-plugins nghttp2-client)
+packages=(haproxy socat s6 curl wrk make gcc libc6-dev util-linux procps iproute2 nftables iptables conntrack ca-certificates debootstrap buildah containerd runc containernetworking-plugins nghttp2-client)
 missing=()
 for p in "${packages[@]}"; do
 	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")

@@ -27,6 +27,8 @@ type Cluster struct {
 	observer *Observer  // nil when off
 	announce *announcer // nil when off
 	log      *slog.Logger
+	client   API      // nil when off
+	pod      Identity // empty when off
 }
 
 // Open builds the routing observation for the settings' mode, before
@@ -104,6 +106,8 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		observer: obs,
 		announce: newAnnouncer(client, id, log.With("component", "event")),
 		log:      log,
+		client:   client,
+		pod:      id,
 	}, nil
 }
 
@@ -140,6 +144,30 @@ func (c *Cluster) StopRequested(now time.Time) { c.observer.StopRequested(now) }
 // PodGracePeriod is the pod's deletionGracePeriodSeconds once the watch
 // saw the pod being deleted.
 func (c *Cluster) PodGracePeriod() (time.Duration, bool) { return c.observer.PodGracePeriod() }
+
+// PodDeleting reads the pod from the apiserver, not from the watch, and
+// says whether it is being deleted, with its deletion grace period: for a
+// question that must not wait for the watch (a sidecar's gate asked by the
+// kubelet's preStop, which may come before the watch delivered the
+// deletion). Bounded by podReadTimeout; an error when nothing is observed.
+func (c *Cluster) PodDeleting(ctx context.Context) (deleting bool, grace time.Duration, err error) {
+	if c.client == nil {
+		return false, 0, errors.New("read the pod: routing observation off")
+	}
+	ctx, cancel := context.WithTimeout(ctx, podReadTimeout)
+	defer cancel()
+	pod, err := c.client.GetPod(ctx, c.pod.Namespace, c.pod.PodName)
+	if err != nil {
+		return false, 0, fmt.Errorf("read pod %s/%s: %w", c.pod.Namespace, c.pod.PodName, err)
+	}
+	if pod.DeletionTimestamp == nil {
+		return false, 0, nil
+	}
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	return true, grace, nil
+}
 
 // DrainEnded reports the end of the drain as an Event on the pod, without
 // blocking: Run posts it.
@@ -184,6 +212,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 // pickModeTimeout bounds auto's probe of the node list and this node's
 // kube-proxy healthz at start (PickMode bounds itself too).
 const pickModeTimeout = 5 * time.Second
+
+// podReadTimeout bounds PodDeleting's read of the pod.
+const podReadTimeout = 2 * time.Second
 
 // stopWait bounds the wait for the routing watch once hapsuper stops.
 const stopWait = 500 * time.Millisecond

@@ -17,7 +17,7 @@ func TestExitCodesAsDocumented(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no haproxy
 	missing := filepath.Join(t.TempDir(), "none")
 	for _, tt := range []struct {
-		column int // 1: run and demo, 2: check, 3: status, 4: help and version
+		column int // 1: run and demo, 2: check, 3: status, 4: help and version, 5: sidecar, 6: gate
 		code   string
 		args   []string
 	}{
@@ -32,6 +32,11 @@ func TestExitCodesAsDocumented(t *testing.T) {
 		{4, "2", []string{"help", "run", "status"}},
 		{4, "2", []string{"version", "--short"}},
 		{4, "0", []string{"version"}},
+		{5, "2", []string{"sidecar", "--gate-sock", "x"}},
+		{5, "2", []string{"sidecar", "--companion", "x"}},
+		{5, "2", []string{"sidecar", "--", "haproxy", "-f", "x.cfg"}},
+		{6, "2", []string{"gate", "now"}},
+		{6, "1", []string{"gate", "--gate-socket", missing}},
 	} {
 		code, _, errs := runArgs(tt.args...)
 		if got := strconv.Itoa(code); got != tt.code {

@@ -50,6 +50,22 @@ func commands() []command {
 			run:   statusCommand,
 		},
 		{
+			name:    "sidecar",
+			args:    "[flags]",
+			summary: "drain an HAProxy container hapsuper does not run, as a native sidecar its preStop hook asks",
+			about:   sidecarAbout,
+			flags:   sidecarFlags,
+			run:     sidecarCommand,
+		},
+		{
+			name:    "gate",
+			args:    "[flags]",
+			summary: "ask a hapsuper sidecar's gate (the HAProxy container's preStop hook) and print its answer",
+			about:   gateAbout,
+			flags:   describeGateFlags,
+			run:     gateCommand,
+		},
+		{
 			name:    "demo",
 			args:    "[flags] [-- haproxy-binary [haproxy args...]]",
 			summary: "run hapsuper on an embedded example: HAProxy on http://127.0.0.1:8080 (or free ports), no cluster needed",

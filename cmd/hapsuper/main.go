@@ -55,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		earlysignal.Release()
 		return unknownCommand(args[0], stderr)
 	}
-	if c.name != "run" && c.name != "demo" {
+	if c.name != "run" && c.name != "demo" && c.name != "sidecar" {
 		earlysignal.Release()
 	}
 	return c.run(args[1:], stdout, stderr)

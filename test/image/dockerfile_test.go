@@ -42,7 +42,8 @@ type image struct {
 	entryShell bool // shell form (wrapped in /bin/sh -c)
 	cmd        []string
 	cmdShell   bool
-	buildBase  []string // the other stages' bases
+	buildBase  []string            // the other stages' bases, the sidecar's left out
+	sidecar    *instructions.Stage // the stage named sidecar (hapsuper alone); nil without one
 }
 
 // run is one RUN and the USER it runs as.
@@ -92,7 +93,11 @@ func loadImage(t *testing.T) image {
 		return out
 	}
 	var img image
-	for _, s := range stages[:len(stages)-1] {
+	for i, s := range stages[:len(stages)-1] {
+		if s.Name == sidecarStage {
+			img.sidecar = &stages[i]
+			continue
+		}
 		img.buildBase = append(img.buildBase, expand(s.BaseName))
 	}
 	final := stages[len(stages)-1]
@@ -224,4 +229,49 @@ func containsRun(fields, want []string) bool {
 		}
 	}
 	return false
+}
+
+// sidecarStage is the Dockerfile's second target: hapsuper alone.
+const sidecarStage = "sidecar"
+
+// The sidecar target is hapsuper alone (FROM scratch, the build stage's
+// binary at the same path), runs as a user that is not root by number (the
+// kubelet checks runAsNonRoot only against a numeric USER), the official
+// image's uid 99 so that both containers reach the shared sockets, and its
+// ENTRYPOINT is `hapsuper sidecar`.
+func TestDockerfileSidecarStage(t *testing.T) {
+	img := loadImage(t)
+	st := img.sidecar
+	if st == nil {
+		t.Fatalf("no stage named %q: docs/sidecar.md builds the sidecar's image with --target %s", sidecarStage, sidecarStage)
+	}
+	if st.BaseName != "scratch" {
+		t.Errorf("sidecar stage FROM %q: want scratch (a static binary needs nothing else)", st.BaseName)
+	}
+	var copied bool
+	var user string
+	var entry []string
+	for _, c := range st.Commands {
+		switch c := c.(type) {
+		case *instructions.CopyCommand:
+			if c.DestPath == binaryPath {
+				copied = c.From != ""
+			}
+		case *instructions.UserCommand:
+			user = c.User
+		case *instructions.EntrypointCommand:
+			if !c.PrependShell {
+				entry = c.CmdLine
+			}
+		}
+	}
+	if !copied {
+		t.Errorf("sidecar stage: no COPY --from=<build stage> puts hapsuper at %s", binaryPath)
+	}
+	if user != "99:99" {
+		t.Errorf("sidecar stage USER %q: want 99:99, the official haproxy image's uid and gid, by number", user)
+	}
+	if !slices.Equal(entry, []string{binaryPath, "sidecar"}) {
+		t.Errorf("sidecar stage ENTRYPOINT %q: want [%s sidecar] in exec form", entry, binaryPath)
+	}
 }
