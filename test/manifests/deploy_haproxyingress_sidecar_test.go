@@ -32,9 +32,9 @@ const (
 // token, a grace period equal to the pod's, and settings `hapsuper
 // sidecar` accepts.
 func TestDeploy_HAProxyIngressSidecar(t *testing.T) {
-	objs := helmTemplate(t, haproxyIngressChart, haproxyIngressChartSHA256, "haproxy-ingress",
+	objs := kube.HelmTemplate(t, haproxyIngressChart, haproxyIngressChartSHA256, "haproxy-ingress",
 		"haproxy-ingress", "ingress-controller",
-		filepath.Join(kube.DeployDir(t), "haproxy-ingress", "sidecar-values.yaml"))
+		filepath.Join(kube.DeployDir(t), "haproxy-ingress", "sidecar-values.yaml")).Objects
 	var d appsv1.Deployment
 	for _, o := range objs {
 		if o.GetKind() == "Deployment" {

@@ -21,9 +21,9 @@ import (
 // service directory under that /run, a gate on the hook's port, a grace
 // period equal to the pod's, the pod's identity.
 func TestDeploy_HAProxyTechSidecar(t *testing.T) {
-	objs := helmTemplate(t, kubernetesIngressChart, kubernetesIngressChartSHA256, "kubernetes-ingress",
+	objs := kube.HelmTemplate(t, kube.HAProxyTechChartTarball, kube.HAProxyTechChartSHA256, "kubernetes-ingress",
 		"haproxy-kubernetes-ingress", "haproxy-controller",
-		filepath.Join(kube.DeployDir(t), "haproxytech-ingress", "sidecar-values.yaml"))
+		filepath.Join(kube.DeployDir(t), "haproxytech-ingress", "sidecar-values.yaml")).Objects
 	d := renderedDeployment(t, objs)
 	spec := d.Spec.Template.Spec
 	if len(spec.Containers) != 1 || len(spec.InitContainers) != 1 {
