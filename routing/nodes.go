@@ -118,10 +118,14 @@ func notReady(node *corev1.Node) string {
 }
 
 // relistDue says whether the set should be read again: a node has not
-// confirmed and nodeRelist passed since the last list.
+// confirmed and nodeRelist passed since the last list; while the pod
+// serves, once a baseline period (baseline.go).
 func (o *Observer) relistDue() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.serving() {
+		return o.clock.Since(o.listedAt) >= o.baselineEvery()
+	}
 	if o.clock.Since(o.listedAt) < nodeRelist {
 		return false
 	}

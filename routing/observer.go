@@ -212,6 +212,10 @@ func (o *Observer) Run(ctx context.Context) error {
 	paths := len(o.watch.paths)
 	o.mu.Unlock()
 	o.log.Info("routing watch synced", "namespace", ns, "pod", o.cfg.Identity.PodName, "paths", paths)
+	if o.baselineOn() {
+		o.log.Info("kube-proxy baseline while serving: every node's healthz asked once a period, on one kept connection a node",
+			"period", o.cfg.BaselinePeriod, "max_nodes_per_second", baselineRate)
+	}
 	// Decoding the initial lists leaves idle heap (tens of MB in a
 	// namespace of thousands of slices) that the runtime would hand back to
 	// the OS only over minutes: return it now, once, for a few ms.

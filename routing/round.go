@@ -44,21 +44,26 @@ func (o *Observer) rounds(ctx context.Context) {
 // each within RequestTimeout. Run's rounds ask the same nodes, each on its
 // schedule (scheduledRound).
 func (o *Observer) confirmRound(ctx context.Context) {
-	todo := o.confirmTodo(ctx)
+	todo := o.confirmTodo(ctx, time.Time{})
 	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
 	o.witnessing.Wait() // and the metrics reads it started, each within MetricsTimeout
 }
 
 // confirmTodo lists the nodes a round asks (confirmRound), reading the
-// node list first when due.
-func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node) {
+// node list first when due. While the pod serves, with the baseline on
+// (baseline.go), those are the nodes whose baseline poll is due before
+// until; zero until: every node.
+func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*judge.Node) {
 	o.mu.Lock()
-	started := !o.stopAt.IsZero() || o.watch.deleting
-	withdrawn := started && judge.APIWithdrawn(o.watch.paths)
-	ready := o.cfg.Mode == ModeKubeProxy && o.synced && started
+	serving := o.serving()
+	withdrawn := !serving && judge.APIWithdrawn(o.watch.paths)
+	ready := o.cfg.Mode == ModeKubeProxy && o.synced && (!serving || o.baselineOn())
 	listed := o.nodes != nil
+	// While serving, a first list that failed is tried again a period
+	// later, not every round: the API server may be away for long.
+	retry := !serving || o.listedAt.IsZero() || o.clock.Since(o.listedAt) >= o.baselineEvery()
 	o.mu.Unlock()
-	if !ready || (!listed && !o.listNodes(ctx)) {
+	if !ready || (!listed && (!retry || !o.listNodes(ctx))) {
 		return nil
 	}
 	if listed && o.relistDue() {
@@ -66,11 +71,17 @@ func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	serving = o.serving() // the drain may have started meanwhile
+	now := o.clock.Now()
 	targets := judge.Targets(o.watch.paths)
 	for _, n := range o.nodes {
 		switch {
 		case n.Addr == "":
-		case !withdrawn: // the baseline
+		case serving: // the baseline while serving
+			if until.IsZero() || o.baselineDue(n, now).Before(until) {
+				todo = append(todo, n)
+			}
+		case !withdrawn: // the baseline at the drain's start
 			if !n.Answered() {
 				todo = append(todo, n)
 			}
@@ -118,8 +129,8 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		n.Reconnected()
 	}
 	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
-	if o.confirmed(n, received.Sub(sent)) {
-		return
+	if o.serving() || o.confirmed(n, received.Sub(sent)) {
+		return // no metrics while serving (baseline.go)
 	}
 	o.startMetrics(ctx, n)
 }

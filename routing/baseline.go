@@ -1,0 +1,84 @@
+package routing
+
+import (
+	"hash/fnv"
+	"time"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
+)
+
+// The baseline while the pod serves (Config.BaselinePeriod). Before any
+// drain, every node's kube-proxy is asked once a period, each at its own
+// instant of the period (spread by the node's name) and a little earlier
+// each time (jittered), over the connection the answer before came on.
+// When the drain starts, each node has answered on a connection kept
+// open: a lastUpdated new on it is a sync of the process that answered
+// before, not a restarted kube-proxy's start stamp (judge's firstAnswer),
+// and no sweep of every node stands between the withdrawal and the first
+// poll that can confirm.
+//
+// What it costs, bounded: one connection per node's kube-proxy (the one
+// healthz keeps), a node's facts (the judge keeps a sync or two a
+// family), and a poll per node per period, at most baselineRate nodes a
+// second however many nodes there are. Metrics are not read while
+// serving (their answer is 100-300 KB); the witness starts at the drain.
+// The node list is read again once a period (baselineEvery): nodes that
+// come are spread over the next period, nodes that go are forgotten and
+// their connections closed (listNodes). A kube-proxy that restarts closes
+// the kept connection: the next poll reconnects, and the answer after it
+// on the new connection ties the new process (Node.Reconnected). An API
+// server that does not answer leaves the nodes as last listed; the first
+// list is tried again once a period.
+
+// baselineRate bounds the nodes asked a second while the pod serves: at
+// tens of µs of CPU per poll on a kept connection, a few tenths of a
+// millisecond of CPU a second.
+const baselineRate = 50
+
+// serving says the drain has not started: no stop request and the pod not
+// being deleted. Called with o.mu held.
+func (o *Observer) serving() bool { return o.stopAt.IsZero() && !o.watch.deleting }
+
+// baselineOn says the nodes are asked while the pod serves.
+func (o *Observer) baselineOn() bool {
+	return o.cfg.Mode == ModeKubeProxy && o.cfg.BaselinePeriod > 0
+}
+
+// baselineEvery is how often each node is asked while the pod serves:
+// BaselinePeriod, longer where the nodes are more than baselineRate a
+// second of it. Called with o.mu held.
+func (o *Observer) baselineEvery() time.Duration {
+	return max(o.cfg.BaselinePeriod, time.Duration(len(o.nodes))*time.Second/baselineRate)
+}
+
+// baselineDue is when n is next asked while the pod serves: a period
+// after it was last asked, less a jitter of up to a fifth of it, so that
+// polls set off together drift apart; a node never asked is spread over
+// the period from now by its name. Called with o.mu held.
+func (o *Observer) baselineDue(n *judge.Node, now time.Time) time.Time {
+	every := o.baselineEvery()
+	asked, ok := o.asked[n]
+	if !ok {
+		// A poll never made, placed so that a drain asks the node at
+		// once (nodeDue).
+		asked = now.Add(-every - o.cfg.PollInterval + spread(n.Name, 0, every))
+		o.asked[n] = asked
+	}
+	return asked.Add(every - spread(n.Name, asked.UnixNano(), every/5))
+}
+
+// spread is a duration in [0, d) chosen by name and seed, the same for the
+// same.
+func spread(name string, seed int64, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(seed >> (8 * i))
+	}
+	h.Write(b[:])
+	return time.Duration(h.Sum64() % uint64(d))
+}

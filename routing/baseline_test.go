@@ -1,0 +1,248 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/hapsuper/hapsuper/drain"
+)
+
+// connCount counts the connections a node's healthz accepted, and
+// those closed.
+type connCount struct{ n, closed atomic.Int64 }
+
+func (c *connCount) state(_ net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew:
+		c.n.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		c.closed.Add(1)
+	}
+}
+
+// servingNode is a node's healthz, its asks logged and its connections
+// counted.
+type servingNode struct {
+	proxy *fakeProxy
+	asks  *askLog
+	conns *connCount
+	srv   *httptest.Server
+}
+
+func startServingNode(t *testing.T, s *scenario) *servingNode {
+	t.Helper()
+	n := &servingNode{proxy: &fakeProxy{clk: s.clk, syncs: []time.Time{t0.Add(5 * time.Second)}}, conns: &connCount{}}
+	n.asks = &askLog{next: n.proxy, clk: s.clk}
+	n.srv = httptest.NewUnstartedServer(n.asks)
+	n.srv.Config.ConnState = n.conns.state
+	n.srv.Start()
+	t.Cleanup(n.srv.Close)
+	return n
+}
+
+// servingScenario is newScenario while the pod serves: nodes n2, n3, …
+// whose kube-proxies last synced 5 s after the start, the pod ready in
+// its slice, no deletion seen and no stop requested. R is 10 s after the
+// start.
+func servingScenario(t *testing.T, cfg Config, nodes ...string) (*scenario, map[string]*servingNode) {
+	t.Helper()
+	client := fake.NewClientset()
+	for i, name := range nodes {
+		if err := client.Tracker().Add(node(name, fmt.Sprintf("10.0.0.%d", i+2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Mode = ModeKubeProxy
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1 // the proxies step one shared clock
+	}
+	s := &scenario{testObserver: newTestObserver(t, cfg, client), t: t, proxies: map[string]*fakeProxy{}, servers: map[string]*httptest.Server{}}
+	all := map[string]*servingNode{}
+	for i, name := range nodes {
+		n := startServingNode(t, s)
+		s.proxies[name], s.servers[name], all[name] = n.proxy, n.srv, n
+		s.routes[fmt.Sprintf("10.0.0.%d:10256", i+2)] = n.srv.Listener.Addr().String()
+	}
+	s.apply(service("web"), v4("web-a", "web", mine(readyC), peer("n2", readyC)))
+	s.clk.Step(10 * time.Second)
+	s.R = s.clk.Now()
+	return s, all
+}
+
+// ticks are Run's ticks from R+from to R+to, every step.
+func ticks(from, to, step time.Duration) []time.Duration {
+	var out []time.Duration
+	for off := from; off < to; off += step {
+		out = append(out, off)
+	}
+	return out
+}
+
+// While the pod serves, each node is asked once a period (a little less:
+// jittered), each at its own instant, always over the one connection it
+// answered on first.
+func TestBaselineAsksEachNodeOncePerPeriodOnOneConnection(t *testing.T) {
+	const period = 10 * time.Second
+	nodes := []string{"n2", "n3", "n4", "n5"}
+	s, ns := servingScenario(t, Config{BaselinePeriod: period}, nodes...)
+	s.runRounds(ticks(0, 3*period, 200*ms)...)
+	first := map[time.Duration]bool{}
+	for _, name := range nodes {
+		at := ns[name].asks.offsets(s.R)
+		t.Logf("%s asked at R+%v", name, at)
+		// The first within the first period, then every 0.8-1 period
+		// (a tick's rounding on top): 3 or 4 in 3 periods.
+		if len(at) < 3 || len(at) > 4 {
+			t.Errorf("%s asked %d times in 3 periods, want 3 or 4: %v", name, len(at), at)
+			continue
+		}
+		if at[0] >= period {
+			t.Errorf("%s first asked at R+%v, want within the first period %v", name, at[0], period)
+		}
+		for i := 1; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap < 4*period/5-200*ms || gap > period+200*ms {
+				t.Errorf("%s asked %v after the ask before, want 0.8-1 period (%v)", name, gap, period)
+			}
+		}
+		first[at[0]] = true
+		if c := ns[name].conns.n.Load(); c != 1 {
+			t.Errorf("%s accepted %d connections, want 1: the baseline keeps the one it answered on", name, c)
+		}
+	}
+	if len(first) < 2 {
+		t.Errorf("every node first asked at the same instant: want them spread over the period")
+	}
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingPending)
+}
+
+// What the baseline is for: a node whose sync comes before the drain's
+// first poll of it (thousands of nodes, asked in turn) is confirmed by
+// that poll, the process that answered being known from the baseline's
+// connection; without the baseline, that first answer's lastUpdated may
+// be a restarted kube-proxy's start stamp, and the node waits for a later
+// sync.
+func TestBaselineLetsTheFirstPollAfterTheSyncConfirm(t *testing.T) {
+	for _, c := range []struct {
+		period time.Duration
+		want   drain.RoutingState
+	}{{10 * time.Second, drain.RoutingWithdrawn}, {0, drain.RoutingPending}} {
+		t.Run(fmt.Sprint("baseline ", c.period), func(t *testing.T) {
+			s, ns := servingScenario(t, Config{BaselinePeriod: c.period}, "n2")
+			s.runRounds(ticks(0, 10*time.Second, 200*ms)...)
+			// The withdrawal at W, the node's sync 300 ms later (late
+			// enough to hold it), the drain's first poll of the node
+			// 400 ms after W.
+			s.clk.Step(20*time.Second - s.clk.Now().Sub(s.R))
+			s.R = s.clk.Now()
+			s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
+			s.StopRequested(s.R)
+			s.syncsAt("n2", -15*time.Second, 300*ms)
+			got := s.round(400 * ms)
+			if got.State != c.want {
+				t.Fatalf("after the first poll past the sync: %s (%s), want %s", got.State, got.Detail(), c.want)
+			}
+			if c.period > 0 && ns["n2"].conns.n.Load() != 1 {
+				t.Errorf("n2 accepted %d connections, want 1", ns["n2"].conns.n.Load())
+			}
+		})
+	}
+}
+
+// The node list while serving: read again once a period; a node added is
+// asked within the next period, a node deleted is no longer asked and its
+// connection is closed. An API server that fails the list leaves the set
+// as it was, and is not asked again before a period passed.
+func TestBaselineFollowsTheNodeList(t *testing.T) {
+	const period = 10 * time.Second
+	s, ns := servingScenario(t, Config{BaselinePeriod: period}, "n2", "n3")
+	var lists atomic.Int64
+	var apiDown atomic.Bool
+	s.client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		if apiDown.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	s.runRounds(ticks(0, period, 200*ms)...)
+	if got := ns["n3"].proxy.requestCount(); got != 1 {
+		t.Fatalf("n3 asked %d times in the first period, want 1", got)
+	}
+	// n3 goes, n4 comes.
+	if err := s.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("nodes"), "", "n3"); err != nil {
+		t.Fatal(err)
+	}
+	n4 := startServingNode(t, s)
+	s.routes["10.0.0.4:10256"] = n4.srv.Listener.Addr().String()
+	if err := s.client.Tracker().Add(node("n4", "10.0.0.4")); err != nil {
+		t.Fatal(err)
+	}
+	s.runRounds(ticks(period, 3*period, 200*ms)...)
+	if got := ns["n3"].proxy.requestCount(); got != 1 {
+		t.Errorf("n3, deleted, asked %d times in all, want 1", got)
+	}
+	waitFor(t, "n3's kept connection closed once the node left the list", func() bool { return ns["n3"].conns.closed.Load() == 1 })
+	if got := n4.proxy.requestCount(); got < 1 || got > 2 {
+		t.Errorf("n4, added, asked %d times in the two periods after, want 1 or 2", got)
+	}
+	if ns["n2"].conns.n.Load() != 1 || n4.conns.n.Load() != 1 {
+		t.Errorf("connections accepted: n2 %d, n4 %d, want 1 each", ns["n2"].conns.n.Load(), n4.conns.n.Load())
+	}
+	// The API server goes away: the nodes are asked as last listed, the
+	// list tried once a period.
+	apiDown.Store(true)
+	before, n2Before := lists.Load(), ns["n2"].proxy.requestCount()
+	s.runRounds(ticks(3*period, 6*period, 200*ms)...)
+	if got := lists.Load() - before; got < 2 || got > 4 {
+		t.Errorf("the node list was tried %d times in 3 periods with the API server away, want about once a period", got)
+	}
+	if got := ns["n2"].proxy.requestCount() - n2Before; got < 3 || got > 4 {
+		t.Errorf("n2 asked %d times in 3 periods with the API server away, want 3 or 4", got)
+	}
+}
+
+// A kube-proxy that restarts while the pod serves closes the kept
+// connection: the next baseline poll answers on a new one, and the one
+// after on that connection ties the new process, so the drain's first
+// poll after the sync still confirms.
+func TestBaselineAfterAKubeProxyRestart(t *testing.T) {
+	const period = 10 * time.Second
+	s, ns := servingScenario(t, Config{BaselinePeriod: period}, "n2")
+	s.runRounds(ticks(0, period, 200*ms)...)
+	s.servers["n2"].CloseClientConnections() // the restart
+	s.proxies["n2"].set(func(p *fakeProxy) { p.syncs = []time.Time{s.R.Add(period + time.Second)} })
+	s.runRounds(ticks(period, 3*period, 200*ms)...)
+	if got := ns["n2"].conns.n.Load(); got != 2 {
+		t.Errorf("n2 accepted %d connections, want 2: one before the restart, one after", got)
+	}
+	s.clk.Step(40*time.Second - s.clk.Now().Sub(s.R))
+	s.R = s.clk.Now()
+	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
+	s.StopRequested(s.R)
+	s.syncsAt("n2", -29*time.Second, 300*ms)
+	if got := s.round(400 * ms); got.State != drain.RoutingWithdrawn {
+		t.Fatalf("after the first poll past the sync: %s (%s), want withdrawn", got.State, got.Detail())
+	}
+}
+
+// waitFor waits up to 5 s of real time for ok.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("not seen within 5 s: %s", what)
+			return
+		}
+	}
+}
