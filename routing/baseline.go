@@ -1,7 +1,9 @@
 package routing
 
 import (
+	"cmp"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
@@ -81,4 +83,49 @@ func spread(name string, seed int64, d time.Duration) time.Duration {
 	}
 	h.Write(b[:])
 	return time.Duration(h.Sum64() % uint64(d))
+}
+
+// baselineQueue is the nodes in the order of their next baseline poll,
+// built once a pass over every node (and again after the node list
+// changed), so that a round while serving costs the nodes it asks, not
+// a look at every node.
+type baselineQueue struct {
+	nodes []*judge.Node
+	due   []time.Time
+	stale bool // the node list changed: build it again
+}
+
+// popBaseline returns the nodes whose baseline poll is due before until,
+// building the queue first when it is empty or stale. Called with o.mu
+// held.
+func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
+	q := &o.baseline
+	if len(q.nodes) == 0 || q.stale {
+		q.nodes, q.due, q.stale = q.nodes[:0], q.due[:0], false
+		for _, n := range o.nodes {
+			if n.Addr != "" {
+				q.nodes = append(q.nodes, n)
+			}
+		}
+		due := make(map[*judge.Node]time.Time, len(q.nodes))
+		for _, n := range q.nodes {
+			due[n] = o.baselineDue(n, now)
+		}
+		slices.SortFunc(q.nodes, func(a, b *judge.Node) int { return cmp.Or(due[a].Compare(due[b]), cmp.Compare(a.Name, b.Name)) })
+		for _, n := range q.nodes {
+			q.due = append(q.due, due[n])
+		}
+	}
+	i := 0
+	for ; i < len(q.nodes) && q.due[i].Before(until); i++ {
+		if n := q.nodes[i]; o.nodes[n.Name] == n {
+			todo = append(todo, n)
+			// Asked now, as far as the next pass is concerned: the
+			// queue is built again from these once it is empty.
+			o.asked[n] = now
+		}
+	}
+	clear(q.nodes[:i])
+	q.nodes, q.due = q.nodes[i:], q.due[i:]
+	return todo
 }

@@ -88,6 +88,7 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		}
 	}
 	o.nodes, o.nodesErr, o.leftNodes = next, "", left
+	o.baseline.stale = true
 	o.forgetAsked()
 	return true
 }

@@ -77,10 +77,10 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 	for _, n := range o.nodes {
 		switch {
 		case n.Addr == "":
-		case serving: // the baseline while serving
-			if until.IsZero() || o.baselineDue(n, now).Before(until) {
-				todo = append(todo, n)
-			}
+		case serving && until.IsZero(): // the baseline while serving, every node at once
+			todo = append(todo, n)
+		case serving:
+			return o.popBaseline(now, until) // the baseline while serving, in its order
 		case !withdrawn: // the baseline at the drain's start
 			if !n.Answered() {
 				todo = append(todo, n)

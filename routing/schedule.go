@@ -59,7 +59,7 @@ func (o *Observer) tickEvery() time.Duration {
 // nodeDue is when n is next asked; called with o.mu held.
 func (o *Observer) nodeDue(n *judge.Node) time.Time {
 	if o.serving() && o.baselineOn() {
-		return o.baselineDue(n, o.clock.Now())
+		return time.Time{} // due now: popBaseline chose it
 	}
 	due := o.asked[n] // zero: never asked, due at once
 	if !due.IsZero() {
