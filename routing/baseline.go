@@ -93,9 +93,20 @@ type baselineQueue struct {
 	nodes []*judge.Node
 	due   []time.Time
 	stale bool // the node list changed: build it again
+	// budget is how many nodes may be asked now: baselineRate a second
+	// accrued since poppedAt, at most baselineBurst, so that passes that
+	// overlap (the first is spread by name, the next ones by when each
+	// node was asked) never ask more than that.
+	budget   float64
+	poppedAt time.Time
 }
 
+// baselineBurst is the most nodes the baseline asks at once, a fifth of
+// a second's worth.
+const baselineBurst = baselineRate / 5
+
 // popBaseline returns the nodes whose baseline poll is due before until,
+// as many as the budget allows (the rest wait for the next round),
 // building the queue first when it is empty or stale. Called with o.mu
 // held.
 func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
@@ -116,9 +127,15 @@ func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 			q.due = append(q.due, due[n])
 		}
 	}
+	q.budget = min(q.budget+baselineRate*now.Sub(q.poppedAt).Seconds(), baselineBurst)
+	if q.poppedAt.IsZero() {
+		q.budget = baselineBurst
+	}
+	q.poppedAt = now
 	i := 0
-	for ; i < len(q.nodes) && q.due[i].Before(until); i++ {
+	for ; i < len(q.nodes) && q.due[i].Before(until) && q.budget >= 1; i++ {
 		if n := q.nodes[i]; o.nodes[n.Name] == n {
+			q.budget--
 			todo = append(todo, n)
 			// Asked now, as far as the next pass is concerned: the
 			// queue is built again from these once it is empty.

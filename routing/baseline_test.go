@@ -246,3 +246,39 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 	}
 }
+
+// However the passes over the nodes overlap, the baseline asks at most
+// baselineRate nodes a second (and baselineBurst at once): 400 nodes,
+// whose period stretches to 8 s, asked over 20 s.
+func TestBaselineRate(t *testing.T) {
+	const nodes = 400
+	s, ns := servingScenario(t, Config{BaselinePeriod: time.Second}, "n2")
+	for i := range nodes - 1 {
+		name, ip := fmt.Sprintf("m%03d", i), fmt.Sprintf("10.0.1.%d", i%250+1)
+		if i >= 250 {
+			ip = fmt.Sprintf("10.0.2.%d", i%250+1)
+		}
+		if err := s.client.Tracker().Add(node(name, ip)); err != nil {
+			t.Fatal(err)
+		}
+		s.routes[ip+":10256"] = ns["n2"].srv.Listener.Addr().String() // one server answers for all
+	}
+	s.runRounds(ticks(0, 20*time.Second, 200*ms)...)
+	at := ns["n2"].asks.offsets(s.R)
+	if len(at) < nodes {
+		t.Fatalf("%d asks in 20 s, want every one of the %d nodes asked", len(at), nodes)
+	}
+	for i := range at {
+		j := i
+		for j < len(at) && at[j]-at[i] < time.Second {
+			j++
+		}
+		if j-i > baselineRate+baselineBurst {
+			t.Fatalf("%d nodes asked from R+%v within a second, want at most %d", j-i, at[i], baselineRate+baselineBurst)
+		}
+	}
+	if len(at) > 20*baselineRate+baselineBurst {
+		t.Errorf("%d asks in 20 s, want at most %d", len(at), 20*baselineRate+baselineBurst)
+	}
+	t.Logf("%d asks in 20 s", len(at))
+}
