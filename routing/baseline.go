@@ -94,7 +94,8 @@ type baselineQueue struct {
 	due   []time.Time
 	stale bool // the node list changed: build it again
 	// budget is how many nodes may be asked now: baselineRate a second
-	// accrued since poppedAt, at most baselineBurst, so that passes that
+	// accrued since poppedAt, at most baselineBurst (or a round's worth),
+	// so that passes that
 	// overlap (the first is spread by name, the next ones by when each
 	// node was asked) never ask more than that.
 	budget   float64
@@ -102,7 +103,8 @@ type baselineQueue struct {
 }
 
 // baselineBurst is the most nodes the baseline asks at once, a fifth of
-// a second's worth.
+// a second's worth, unless Run's rounds come further apart (a round's
+// worth then, or the rate would fall short).
 const baselineBurst = baselineRate / 5
 
 // popBaseline returns the nodes whose baseline poll is due before until,
@@ -127,9 +129,11 @@ func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 			q.due = append(q.due, due[n])
 		}
 	}
-	q.budget = min(q.budget+baselineRate*now.Sub(q.poppedAt).Seconds(), baselineBurst)
+	// At most a burst, or a round's worth where rounds are further apart.
+	most := max(baselineBurst, baselineRate*o.tickEvery().Seconds())
+	q.budget = min(q.budget+baselineRate*now.Sub(q.poppedAt).Seconds(), most)
 	if q.poppedAt.IsZero() {
-		q.budget = baselineBurst
+		q.budget = most
 	}
 	q.poppedAt = now
 	i := 0
