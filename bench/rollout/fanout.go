@@ -80,8 +80,8 @@ type fanoutResult struct {
 	rssKB        int64         // the child's VmRSS once confirmed
 	cpu          time.Duration // the child's CPU time from the stop request to the confirmation
 	syncedKB     int64         // the child's VmRSS before the stop request
-	// With the baseline while serving (-fanout-baseline): what it cost
-	// before the stop.
+	// While serving, before the stop: what the observer cost, with the
+	// baseline (-fanout-baseline) or without.
 	baseline *baselineCost
 }
 
@@ -357,29 +357,27 @@ func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, 
 	if !sc.Scan() || sc.Text() != "synced" {
 		return nil, fmt.Errorf("fan-out child did not report its watch synced (%q)", sc.Text())
 	}
-	var cost *baselineCost
-	if baseline > 0 {
-		// Every node asked once, then the idle cost over a window.
-		began := time.Now()
-		span := baselineSpan(nodes, baseline)
-		for askedNodes.Load() < int64(nodes) {
-			if time.Since(began) > span+30*time.Second {
-				return nil, fmt.Errorf("fan-out: the baseline asked %d of %d nodes in %s (period %s)", askedNodes.Load(), nodes, time.Since(began).Round(time.Second), span)
-			}
-			time.Sleep(100 * time.Millisecond)
+	// With the baseline, every node asked once first; then, with it or
+	// without, the observer's cost while serving over a window.
+	began := time.Now()
+	span := baselineSpan(nodes, baseline)
+	for askedNodes.Load() < int64(nodes) && baseline > 0 {
+		if time.Since(began) > span+30*time.Second {
+			return nil, fmt.Errorf("fan-out: the baseline asked %d of %d nodes in %s (period %s)", askedNodes.Load(), nodes, time.Since(began).Round(time.Second), span)
 		}
-		cost = &baselineCost{period: baseline, covered: time.Since(began)}
-		before := early.Load()
-		fmt.Fprintf(stdin, "%d\n", baselineIdle.Nanoseconds())
-		if !sc.Scan() {
-			return nil, fmt.Errorf("fan-out child ended without its idle figures")
-		}
-		var cpuNS int64
-		if _, err := fmt.Sscanf(sc.Text(), "idle %d %d %d %d", &cpuNS, &cost.rssBeforeKB, &cost.rssKB, &cost.heapBytes); err != nil {
-			return nil, fmt.Errorf("read the fan-out child's idle figures %q: %w", sc.Text(), err)
-		}
-		cost.idleWindow, cost.idleCPU, cost.idleReqs = baselineIdle, time.Duration(cpuNS), early.Load()-before
+		time.Sleep(100 * time.Millisecond)
 	}
+	cost := &baselineCost{period: baseline, covered: time.Since(began)}
+	before := early.Load()
+	fmt.Fprintf(stdin, "%d\n", baselineIdle.Nanoseconds())
+	if !sc.Scan() {
+		return nil, fmt.Errorf("fan-out child ended without its idle figures")
+	}
+	var cpuNS int64
+	if _, err := fmt.Sscanf(sc.Text(), "idle %d %d %d %d", &cpuNS, &cost.rssBeforeKB, &cost.rssKB, &cost.heapBytes); err != nil {
+		return nil, fmt.Errorf("read the fan-out child's idle figures %q: %w", sc.Text(), err)
+	}
+	cost.idleWindow, cost.idleCPU, cost.idleReqs = baselineIdle, time.Duration(cpuNS), early.Load()-before
 	at := time.Now().Add(200 * time.Millisecond)
 	t0.Store(at.UnixNano())
 	fmt.Fprintf(stdin, "%d\n", at.UnixNano())
@@ -521,9 +519,9 @@ func fanoutChild() error {
 		}
 	}
 	fmt.Println("synced")
-	if baseline > 0 {
-		// The baseline while serving: the parent says when every node was
-		// asked, and for how long to measure what it costs.
+	{
+		// While serving (with the baseline, once every node was asked):
+		// the parent says for how long to measure what it costs.
 		var window int64
 		if _, err := fmt.Fscan(os.Stdin, &window); err != nil {
 			return fmt.Errorf("read the idle window: %w", err)

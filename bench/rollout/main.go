@@ -282,10 +282,12 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		r.printf("  in flight at most %d (both endpoints), %d to one node; the child's CPU time %.2f s (%.0f µs a node) from the stop to the confirmation\n",
 			f.maxInFlight, f.maxPerNode, f.cpu.Seconds(), float64(f.cpu.Microseconds())/float64(f.nodes))
 		if b := f.baseline; b != nil {
-			r.printf("  baseline while serving (period %s): every node asked %s after the watch synced; %d requests over %d connections before the stop, at most %d from one node\n",
-				b.period, b.covered.Round(100*time.Millisecond), b.requests, b.conns, b.maxConns)
-			r.printf("  baseline idle cost over %s: %d requests (%.1f a second), the child's CPU %.1f ms (%.3f %% of a core, %.0f µs a request); live heap %+.1f MB (%.0f bytes a node); RSS %.1f MB when synced, %.1f MB before the stop: %+.1f MB\n",
-				b.idleWindow, b.idleReqs, float64(b.idleReqs)/b.idleWindow.Seconds(), float64(b.idleCPU.Microseconds())/1000,
+			if b.period > 0 {
+				r.printf("  baseline while serving (period %s): every node asked %s after the watch synced; %d requests over %d connections before the stop, at most %d from one node\n",
+					b.period, b.covered.Round(100*time.Millisecond), b.requests, b.conns, b.maxConns)
+			}
+			r.printf("  cost while serving (baseline %s) over %s: %d requests (%.1f a second), the child's CPU %.1f ms (%.3f %% of a core, %.0f µs a request); live heap %+.1f MB (%.0f bytes a node); RSS %.1f MB when synced, %.1f MB before the stop: %+.1f MB\n",
+				onOff(b.period > 0), b.idleWindow, b.idleReqs, float64(b.idleReqs)/b.idleWindow.Seconds(), float64(b.idleCPU.Microseconds())/1000,
 				100*b.idleCPU.Seconds()/b.idleWindow.Seconds(), float64(b.idleCPU.Microseconds())/float64(max(b.idleReqs, 1)),
 				float64(b.heapBytes)/(1<<20), float64(b.heapBytes)/float64(f.nodes),
 				float64(b.rssBeforeKB)/1024, float64(b.rssKB)/1024, float64(b.rssKB-b.rssBeforeKB)/1024)
