@@ -3,6 +3,7 @@ package routing
 import (
 	"cmp"
 	"hash/fnv"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -100,6 +101,10 @@ type baselineQueue struct {
 	// node was asked) never ask more than that.
 	budget   float64
 	poppedAt time.Time
+	// passes counts the queues built; freeOS asks Run, once the first
+	// pass is over, to return the heap it left free (releaseFirstPass).
+	passes int
+	freeOS bool
 }
 
 // baselineBurst is the most nodes the baseline asks at once, a fifth of
@@ -114,6 +119,9 @@ const baselineBurst = baselineRate / 5
 func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 	q := &o.baseline
 	if len(q.nodes) == 0 || q.stale {
+		if q.passes++; q.passes == 2 {
+			q.freeOS = true
+		}
 		q.nodes, q.due, q.stale = q.nodes[:0], q.due[:0], false
 		for _, n := range o.nodes {
 			if n.Addr != "" {
@@ -149,4 +157,19 @@ func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 	clear(q.nodes[:i])
 	q.nodes, q.due = q.nodes[i:], q.due[i:]
 	return todo
+}
+
+// releaseFirstPass returns to the system, once, the heap the baseline's
+// first pass left free: the node list's pages (a page of 250 full Node
+// objects at a time) and the first answers' garbage, which the runtime
+// would hand back only over minutes; as Run does after the watch's
+// initial lists, for a few ms. Called without o.mu.
+func (o *Observer) releaseFirstPass() {
+	o.mu.Lock()
+	free := o.baseline.freeOS
+	o.baseline.freeOS = false
+	o.mu.Unlock()
+	if free {
+		debug.FreeOSMemory()
+	}
 }

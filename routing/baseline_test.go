@@ -285,3 +285,31 @@ func TestBaselineRate(t *testing.T) {
 	}
 	t.Logf("%d asks in 20 s", len(at))
 }
+
+// Once the first pass over the nodes is over, and only then, Run is asked
+// to return the heap it left free.
+func TestBaselineReleasesTheFirstPassOnce(t *testing.T) {
+	const period = 10 * time.Second
+	s, _ := servingScenario(t, Config{BaselinePeriod: period}, "n2", "n3")
+	freed := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.baseline.freeOS
+	}
+	s.clk.Step(period / 2)
+	s.mu.Lock()
+	s.popBaseline(s.clk.Now(), s.clk.Now().Add(200*ms)) // builds the first pass's queue
+	s.mu.Unlock()
+	if freed() {
+		t.Fatal("asked to free memory while the first pass runs")
+	}
+	s.runRounds(ticks(period/2, 3*period, 200*ms)...)
+	// runRounds' rounds took the request: it is not pending any more, and
+	// passes counted past the first.
+	s.mu.Lock()
+	passes := s.baseline.passes
+	s.mu.Unlock()
+	if passes < 2 || freed() {
+		t.Errorf("after %d passes, free requested still %v: want it taken once the first pass ended", passes, freed())
+	}
+}

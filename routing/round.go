@@ -30,6 +30,7 @@ func (o *Observer) rounds(ctx context.Context) {
 		wg.Go(func() { o.balancerRound(ctx) })
 	}
 	o.scheduledRound(ctx, now.Add(tick))
+	o.releaseFirstPass()
 }
 
 // confirmRound asks every node not yet confirmed, once, if the drain has
