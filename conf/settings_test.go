@@ -39,7 +39,7 @@ func TestParseDefaults(t *testing.T) {
 		KubeProxyHealthzPort:    10256,
 		KubeProxyMinSyncPeriod:  time.Second,
 		KubeProxySyncAllowance:  250 * time.Millisecond,
-		KubeProxyBaselinePeriod: time.Minute,
+		KubeProxyBaselinePeriod: 90 * time.Second,
 
 		CompanionKillDelay:  4 * time.Second,
 		CompanionBackoff:    500 * time.Millisecond,

@@ -56,18 +56,22 @@ func (o *Observer) baselineEvery() time.Duration {
 
 // baselineDue is when n is next asked while the pod serves: a period
 // after it was last asked, less a jitter of up to a fifth of it, so that
-// polls set off together drift apart; a node never asked is spread over
-// the period from now by its name. Called with o.mu held.
+// polls set off together drift apart; a node never asked is placed at an
+// instant of the period from now chosen by its name, evenly, so that the
+// first pass asks no more nodes a second than the next ones. Called with
+// o.mu held.
 func (o *Observer) baselineDue(n *judge.Node, now time.Time) time.Time {
 	every := o.baselineEvery()
+	jitter := spread(n.Name, int64(o.baseline.passes), every/5)
 	asked, ok := o.asked[n]
 	if !ok {
-		// A poll never made, placed so that a drain asks the node at
-		// once (nodeDue).
-		asked = now.Add(-every - o.cfg.PollInterval + spread(n.Name, 0, every))
+		// A poll never made, placed so that this pass asks the node at
+		// now + spread (nodeDue).
+		// A drain asks it at once: never later than a poll interval ago.
+		asked = minTime(now.Add(-every-o.cfg.PollInterval+spread(n.Name, 0, every)+jitter), now.Add(-o.cfg.PollInterval))
 		o.asked[n] = asked
 	}
-	return asked.Add(every - spread(n.Name, asked.UnixNano(), every/5))
+	return asked.Add(every - jitter)
 }
 
 // spread is a duration in [0, d) chosen by name and seed, the same for the
@@ -172,4 +176,12 @@ func (o *Observer) releaseFirstPass() {
 	if free {
 		debug.FreeOSMemory()
 	}
+}
+
+// minTime is the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
