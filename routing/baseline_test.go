@@ -1,12 +1,14 @@
 package routing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/hapsuper/hapsuper/drain"
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // connCount counts the connections a node's healthz accepted, and
@@ -312,4 +315,70 @@ func TestBaselineReleasesTheFirstPassOnce(t *testing.T) {
 	if passes < 2 || freed() {
 		t.Errorf("after %d passes, free requested still %v: want it taken once the first pass ended", passes, freed())
 	}
+}
+
+// What a baseline poll costs the observer while serving: one request on
+// the node's kept connection, its answer parsed and recorded in the
+// node's facts, against a listener that writes a kube-proxy's canned
+// answer (its own cost is the server goroutine's, a read and a write).
+// Prints the CPU time per poll (user + system, this process, the server
+// included) beside the wall time: `go test ./routing -run '^$' -bench
+// BaselinePoll`.
+func BenchmarkBaselinePoll(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	now := time.Now().UTC()
+	body := fmt.Sprintf(`{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
+		now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), now.Add(-time.Minute).Format(time.RFC3339Nano))
+	answer := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nDate: Sun, 06 Dec 2026 03:00:00 GMT\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if _, err := c.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	hc := newHealthzClient(pollDialer.DialContext, time.Second)
+	defer hc.CloseIdleConnections()
+	n := judge.NewNode("node-0042", ln.Addr().String())
+	ctx := b.Context()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpu()
+	for b.Loop() {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		sent := time.Now()
+		a, err := hc.poll(rctx, n.Addr)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := parseHealthz(a.body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.Record(h, sent, time.Now(), 250*time.Millisecond, a.kept)
+	}
+	b.ReportMetric(float64((cpu()-start).Microseconds())/float64(b.N), "cpu-µs/poll")
 }
