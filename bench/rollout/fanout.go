@@ -328,7 +328,7 @@ func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, 
 	if err != nil {
 		return nil, fmt.Errorf("find own executable for the fan-out child: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+2*baselineSpan(nodes, baseline)+baselineIdle)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+2*baselineSpan(nodes, baseline)+idleSettle+baselineIdle)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), childEnv+"=fanout", "HAPSUPER_BENCH_NODES="+strconv.Itoa(nodes), "HAPSUPER_BENCH_PORT="+strconv.Itoa(port),
@@ -368,6 +368,9 @@ func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, 
 		time.Sleep(100 * time.Millisecond)
 	}
 	cost := &baselineCost{period: baseline, covered: time.Since(began)}
+	// The first pass's end returns free memory once (a full collection,
+	// routing/baseline.go): the window starts after it.
+	time.Sleep(idleSettle)
 	before := early.Load()
 	fmt.Fprintf(stdin, "%d\n", baselineIdle.Nanoseconds())
 	if !sc.Scan() {
@@ -416,8 +419,11 @@ func withCounts(c *baselineCost, requests, conns, maxConns int64) *baselineCost 
 }
 
 // baselineIdle is the window over which the baseline's cost while serving
-// is measured, once every node was asked.
-const baselineIdle = 20 * time.Second
+// is measured, idleSettle after every node was asked.
+const (
+	baselineIdle = 20 * time.Second
+	idleSettle   = 5 * time.Second
+)
 
 // baselineSpan is how long the observer's baseline takes to ask every
 // node: its period, longer where the nodes are more than 50 a second.
