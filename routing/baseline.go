@@ -185,3 +185,11 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

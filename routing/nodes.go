@@ -119,15 +119,19 @@ func notReady(node *corev1.Node) string {
 }
 
 // relistDue says whether the set should be read again: a node has not
-// confirmed and nodeRelist passed since the last list; while the pod
-// serves, once a baseline period (baseline.go).
+// confirmed and nodeRelist passed since the last list, or since the drain
+// started; while the pod serves, once a baseline period (baseline.go).
 func (o *Observer) relistDue() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.serving() {
 		return o.clock.Since(o.listedAt) >= o.baselineEvery()
 	}
-	if o.clock.Since(o.listedAt) < nodeRelist {
+	// A list read while serving is read again nodeRelist into the drain,
+	// not at its start: the first sweep would wait for a list of
+	// thousands of nodes (a few hundred ms), and the set is a period old
+	// at most.
+	if o.clock.Since(maxTime(o.listedAt, o.drainSeen)) < nodeRelist {
 		return false
 	}
 	targets := judge.Targets(o.watch.paths)

@@ -43,6 +43,7 @@ type Observer struct {
 	conns     *connSet                  // open healthz connections, per node address
 	asked     map[*judge.Node]time.Time // when each node was last asked (schedule.go)
 	baseline  baselineQueue             // the next baseline polls while serving (baseline.go)
+	drainSeen time.Time                 // when a round first saw the drain started (relistDue)
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
 	// time, not asked for their metrics again (readMetrics).

@@ -57,6 +57,9 @@ func (o *Observer) confirmRound(ctx context.Context) {
 func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*judge.Node) {
 	o.mu.Lock()
 	serving := o.serving()
+	if !serving && o.drainSeen.IsZero() {
+		o.drainSeen = o.clock.Now()
+	}
 	withdrawn := !serving && judge.APIWithdrawn(o.watch.paths)
 	ready := o.cfg.Mode == ModeKubeProxy && o.synced && (!serving || o.baselineOn())
 	listed := o.nodes != nil
