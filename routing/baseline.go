@@ -66,8 +66,8 @@ func (o *Observer) baselineDue(n *judge.Node, now time.Time) time.Time {
 	asked, ok := o.asked[n]
 	if !ok {
 		// A poll never made, placed so that this pass asks the node at
-		// now + spread (nodeDue).
-		// A drain asks it at once: never later than a poll interval ago.
+		// now + spread, and a drain at once (nodeDue): never later than a
+		// poll interval ago.
 		asked = minTime(now.Add(-every-o.cfg.PollInterval+spread(n.Name, 0, every)+jitter), now.Add(-o.cfg.PollInterval))
 		o.asked[n] = asked
 	}
@@ -100,9 +100,8 @@ type baselineQueue struct {
 	stale bool // the node list changed: build it again
 	// budget is how many nodes may be asked now: baselineRate a second
 	// accrued since poppedAt, at most baselineBurst (or a round's worth),
-	// so that passes that
-	// overlap (the first is spread by name, the next ones by when each
-	// node was asked) never ask more than that.
+	// so that passes that overlap (the first is spread by name, the next
+	// ones by when each node was asked) never ask more than that.
 	budget   float64
 	poppedAt time.Time
 	// passes counts the queues built; freeOS asks Run, once the first
