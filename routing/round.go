@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
@@ -77,7 +78,10 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 	defer o.mu.Unlock()
 	serving = o.serving() // the drain may have started meanwhile
 	now := o.clock.Now()
-	targets := judge.Targets(o.watch.paths)
+	var targets map[discovery.AddressType]time.Time
+	if !serving && withdrawn {
+		targets = judge.Targets(o.watch.paths) // only the withdrawn case reads them
+	}
 	for _, n := range o.nodes {
 		switch {
 		case n.Addr == "":
