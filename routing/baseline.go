@@ -25,13 +25,18 @@ import (
 // family), and a poll per node per period, at most baselineRate nodes a
 // second however many nodes there are. Metrics are not read while
 // serving (their answer is 100-300 KB); the witness starts at the drain.
-// The node list is read again once a period (baselineEvery): nodes that
+// The node list is read again every baselineRelist periods: nodes that
 // come are spread over the next period, nodes that go are forgotten and
-// their connections closed (listNodes). A kube-proxy that restarts closes
+// their connections closed (listNodes); the drain reads it again anyway. A kube-proxy that restarts closes
 // the kept connection: the next poll reconnects, and the answer after it
 // on the new connection ties the new process (Node.Reconnected). An API
-// server that does not answer leaves the nodes as last listed; the first
-// list is tried again once a period.
+// server that does not answer leaves the nodes as last listed; a first
+// list that failed is tried again once a period.
+
+// baselineRelist is how many baseline periods pass between two reads of
+// the node list while serving: a list of 1,000 full Node objects costs
+// more CPU than a period's polls of them.
+const baselineRelist = 5
 
 // baselineRate bounds the nodes asked a second while the pod serves: at
 // tens of µs of CPU per poll on a kept connection, a few tenths of a

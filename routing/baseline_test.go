@@ -162,10 +162,10 @@ func TestBaselineLetsTheFirstPollAfterTheSyncConfirm(t *testing.T) {
 	}
 }
 
-// The node list while serving: read again once a period; a node added is
-// asked within the next period, a node deleted is no longer asked and its
-// connection is closed. An API server that fails the list leaves the set
-// as it was, and is not asked again before a period passed.
+// The node list while serving: read again every baselineRelist periods; a
+// node added is asked within the period after, a node deleted is no
+// longer asked and its connection is closed. An API server that fails the
+// list leaves the set as it was, and is not asked again sooner.
 func TestBaselineFollowsTheNodeList(t *testing.T) {
 	const period = 10 * time.Second
 	s, ns := servingScenario(t, Config{BaselinePeriod: period}, "n2", "n3")
@@ -191,27 +191,34 @@ func TestBaselineFollowsTheNodeList(t *testing.T) {
 	if err := s.client.Tracker().Add(node("n4", "10.0.0.4")); err != nil {
 		t.Fatal(err)
 	}
-	s.runRounds(ticks(period, 3*period, 200*ms)...)
-	if got := ns["n3"].proxy.requestCount(); got != 1 {
-		t.Errorf("n3, deleted, asked %d times in all, want 1", got)
+	// Listed again baselineRelist periods after the first list, at R.
+	relisted := time.Duration(baselineRelist) * period
+	s.runRounds(ticks(period, relisted+2*period, 200*ms)...)
+	if got := ns["n3"].proxy.requestCount(); got < baselineRelist-1 || got > baselineRelist+1 {
+		t.Errorf("n3, deleted, asked %d times in all, want about %d: once a period until the list was read again", got, baselineRelist)
 	}
 	waitFor(t, "n3's kept connection closed once the node left the list", func() bool { return ns["n3"].conns.closed.Load() == 1 })
+	before3 := ns["n3"].proxy.requestCount()
 	if got := n4.proxy.requestCount(); got < 1 || got > 2 {
-		t.Errorf("n4, added, asked %d times in the two periods after, want 1 or 2", got)
+		t.Errorf("n4, added, asked %d times in the two periods after the list was read again, want 1 or 2", got)
 	}
 	if ns["n2"].conns.n.Load() != 1 || n4.conns.n.Load() != 1 {
 		t.Errorf("connections accepted: n2 %d, n4 %d, want 1 each", ns["n2"].conns.n.Load(), n4.conns.n.Load())
 	}
 	// The API server goes away: the nodes are asked as last listed, the
-	// list tried once a period.
+	// list tried every baselineRelist periods.
 	apiDown.Store(true)
 	before, n2Before := lists.Load(), ns["n2"].proxy.requestCount()
-	s.runRounds(ticks(3*period, 6*period, 200*ms)...)
-	if got := lists.Load() - before; got < 2 || got > 4 {
-		t.Errorf("the node list was tried %d times in 3 periods with the API server away, want about once a period", got)
+	from := relisted + 2*period
+	s.runRounds(ticks(from, from+2*relisted, 200*ms)...)
+	if got := lists.Load() - before; got < 1 || got > 2 {
+		t.Errorf("the node list was tried %d times in %d periods with the API server away, want once every %d", got, 2*baselineRelist, baselineRelist)
 	}
-	if got := ns["n2"].proxy.requestCount() - n2Before; got < 3 || got > 4 {
-		t.Errorf("n2 asked %d times in 3 periods with the API server away, want 3 or 4", got)
+	if got := ns["n2"].proxy.requestCount() - n2Before; got < 2*baselineRelist || got > 2*baselineRelist+2 {
+		t.Errorf("n2 asked %d times in %d periods with the API server away, want about one a period", got, 2*baselineRelist)
+	}
+	if got := ns["n3"].proxy.requestCount(); got != before3 {
+		t.Errorf("n3, deleted, asked %d more times", got-before3)
 	}
 }
 

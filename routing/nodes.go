@@ -120,12 +120,12 @@ func notReady(node *corev1.Node) string {
 
 // relistDue says whether the set should be read again: a node has not
 // confirmed and nodeRelist passed since the last list, or since the drain
-// started; while the pod serves, once a baseline period (baseline.go).
+// started; while the pod serves, every baselineRelist periods (baseline.go).
 func (o *Observer) relistDue() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.serving() {
-		return o.clock.Since(o.listedAt) >= o.baselineEvery()
+		return o.clock.Since(o.listedAt) >= baselineRelist*o.baselineEvery()
 	}
 	// A list read while serving is read again nodeRelist into the drain,
 	// not at its start: the first sweep would wait for a list of
