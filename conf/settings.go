@@ -90,7 +90,7 @@ const (
 	DefaultKubeProxySyncAllowance = 250 * time.Millisecond
 	// DefaultKubeProxyBaselinePeriod is --kube-proxy-baseline-period's
 	// default: every node asked once every 90 s while the pod serves
-	// (about 0.1 % of a core at 1,000 nodes, docs/benchmarks.md).
+	// (what it costs: docs/benchmarks.md).
 	DefaultKubeProxyBaselinePeriod = 90 * time.Second
 )
 
