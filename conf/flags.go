@@ -46,7 +46,7 @@ var RunGroups = []struct {
 	Flags []string
 }{
 	{"the drain", []string{"grace-period", "margin", "max-wait", "quiet-period", "withdrawn-quiet-period", "poll-interval", "ignore-frontends", "stop-signals"}},
-	{"routing observation", []string{"routing", "kubeconfig", "kube-proxy-healthz-port", "kube-proxy-metrics-port", "kube-proxy-min-sync-period", "kube-proxy-sync-allowance"}},
+	{"routing observation", []string{"routing", "kubeconfig", "kube-proxy-healthz-port", "kube-proxy-metrics-port", "kube-proxy-min-sync-period", "kube-proxy-sync-allowance", "kube-proxy-baseline-period"}},
 	{"load balancers", []string{"lb-deregistration-delay", "lb-health-check-window", "lb-check-bind", "lb-check-threshold"}},
 	{"HAProxy and hapsuper's files", []string{"haproxy-command", "master-socket", "status-socket", "override-file", "create-if-missing", "haproxy-memory-share"}},
 	{"logs and metrics", []string{"log-format", "log-level", "metrics-addr"}},

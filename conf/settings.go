@@ -41,14 +41,15 @@ type Settings struct {
 	Kubeconfig           string   // kubeconfig file for out-of-cluster use; empty: in-cluster credentials
 	MetricsAddr          string   // Prometheus endpoint address; empty: off
 
-	KubeProxyHealthzPort   int           // kube-proxy's healthz port on every node
-	KubeProxyMetricsPort   int           // kube-proxy's metrics port on every node; 0: not read
-	KubeProxyMinSyncPeriod time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
-	KubeProxySyncAllowance time.Duration // D: kube-proxy's lag behind hapsuper's watch plus one sync
-	LBDeregistrationDelay  time.Duration // load balancers' sending after deregistration; 0: none
-	LBHealthCheckWindow    time.Duration // a node-checking balancer's mark-down after its check fails; 0: unknown
-	LBCheckBind            string        // address of the pod's health check for balancers that target the pod; empty: none
-	LBCheckThreshold       int           // their unhealthy threshold
+	KubeProxyHealthzPort    int           // kube-proxy's healthz port on every node
+	KubeProxyMetricsPort    int           // kube-proxy's metrics port on every node; 0: not read
+	KubeProxyMinSyncPeriod  time.Duration // the cluster's kube-proxy minSyncPeriod (or more)
+	KubeProxySyncAllowance  time.Duration // D: kube-proxy's lag behind hapsuper's watch plus one sync
+	KubeProxyBaselinePeriod time.Duration // every node's kube-proxy asked once per period while serving; 0: off
+	LBDeregistrationDelay   time.Duration // load balancers' sending after deregistration; 0: none
+	LBHealthCheckWindow     time.Duration // a node-checking balancer's mark-down after its check fails; 0: unknown
+	LBCheckBind             string        // address of the pod's health check for balancers that target the pod; empty: none
+	LBCheckThreshold        int           // their unhealthy threshold
 
 	HAProxyMemoryShare   int      // percent of the cgroup memory limit given to HAProxy as -m; 0: none
 	CompanionMemoryShare int      // percent of the cgroup memory limit given to the companion as GOMEMLIMIT; 0: none
@@ -87,6 +88,10 @@ const (
 	DefaultCounterPollInterval = 100 * time.Millisecond
 	// DefaultKubeProxySyncAllowance is --kube-proxy-sync-allowance's default.
 	DefaultKubeProxySyncAllowance = 250 * time.Millisecond
+	// DefaultKubeProxyBaselinePeriod is --kube-proxy-baseline-period's
+	// default: every node asked once every 90 s while the pod serves
+	// (what it costs: docs/benchmarks.md).
+	DefaultKubeProxyBaselinePeriod = 90 * time.Second
 )
 
 // ServingPollInterval is how often the master CLI is read while HAProxy
@@ -138,9 +143,10 @@ func defaults() Settings {
 		LogLevel:     slog.LevelInfo,
 		Routing:      RoutingAuto,
 
-		KubeProxyHealthzPort:   DefaultKubeProxyHealthzPort,
-		KubeProxyMinSyncPeriod: DefaultKubeProxyMinSyncPeriod,
-		KubeProxySyncAllowance: DefaultKubeProxySyncAllowance,
+		KubeProxyHealthzPort:    DefaultKubeProxyHealthzPort,
+		KubeProxyMinSyncPeriod:  DefaultKubeProxyMinSyncPeriod,
+		KubeProxySyncAllowance:  DefaultKubeProxySyncAllowance,
+		KubeProxyBaselinePeriod: DefaultKubeProxyBaselinePeriod,
 
 		CompanionKillDelay:  DefaultCompanionKillDelay,
 		CompanionBackoff:    DefaultCompanionBackoff,
@@ -172,6 +178,7 @@ func newFlagSet(s *Settings) *flag.FlagSet {
 	fs.IntVar(&s.KubeProxyMetricsPort, "kube-proxy-metrics-port", s.KubeProxyMetricsPort, "kube-proxy's metrics port on the nodes, where its --metrics-bind-address listens on the node address (10249): its metrics as a second witness of its syncs, counted only where they match its healthz (--routing kube-proxy); 0: off")
 	fs.Var(durationValue{&s.KubeProxyMinSyncPeriod}, "kube-proxy-min-sync-period", "the cluster's kube-proxy minSyncPeriod, or more (--routing kube-proxy)")
 	fs.Var(durationValue{&s.KubeProxySyncAllowance}, "kube-proxy-sync-allowance", "kube-proxy's lag behind hapsuper's watch plus one rule sync: its p99 sync_proxy_rules_duration_seconds, or more (--routing kube-proxy)")
+	fs.Var(durationValue{&s.KubeProxyBaselinePeriod}, "kube-proxy-baseline-period", "while the pod serves, ask every node's kube-proxy healthz once per period (spread, at most 50 nodes a second), keeping one connection per node, so a drain starts with each node's process known (--routing kube-proxy); 0: off, the first poll comes at the stop")
 	fs.Var(durationValue{&s.LBDeregistrationDelay}, "lb-deregistration-delay", "how long load balancers that target pod IPs keep sending after deregistration; the drain holds that long after the withdrawal (routing modes)")
 	fs.Var(durationValue{&s.LBHealthCheckWindow}, "lb-health-check-window", "the longest a load balancer that health-checks the nodes (externalTrafficPolicy Local) takes to stop sending once its check fails: interval × unhealthy threshold + one interval; a Service's AWS or Azure health-check annotations take precedence; 0s: unknown, such drains run to the bound")
 	fs.StringVar(&s.LBCheckBind, "lb-check-bind", s.LBCheckBind, "for load balancers that health-check the pod itself (IP targets, hostNetwork, hostPort): the address of a health check hapsuper adds to HAProxy, such as :8404, answering 200, and 503 from the stop on; the drain waits until every address that was checking it got --lb-check-threshold failed checks (default: none)")

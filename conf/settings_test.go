@@ -36,9 +36,10 @@ func TestParseDefaults(t *testing.T) {
 		HAProxy:      []string{"haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"},
 		Routing:      RoutingAuto,
 
-		KubeProxyHealthzPort:   10256,
-		KubeProxyMinSyncPeriod: time.Second,
-		KubeProxySyncAllowance: 250 * time.Millisecond,
+		KubeProxyHealthzPort:    10256,
+		KubeProxyMinSyncPeriod:  time.Second,
+		KubeProxySyncAllowance:  250 * time.Millisecond,
+		KubeProxyBaselinePeriod: 90 * time.Second,
 
 		CompanionKillDelay:  4 * time.Second,
 		CompanionBackoff:    500 * time.Millisecond,

@@ -18,6 +18,10 @@ const minPollInterval = 10 * time.Millisecond
 // nftables cluster): less would confirm syncs that were still running.
 const minSyncAllowance = 10 * time.Millisecond
 
+// minBaselinePeriod bounds --kube-proxy-baseline-period from below: polls
+// while serving are spread over tens of seconds, not a drain's pace.
+const minBaselinePeriod = time.Second
+
 // validate checks that the durations fit in the grace period: the drain
 // (max wait) must leave time for the soft stop, and the quiet period must
 // fit in the drain.
@@ -103,6 +107,10 @@ func validate(s Settings, src source) error {
 	if s.KubeProxySyncAllowance+WatchLag > s.KubeProxyMinSyncPeriod {
 		return fmt.Errorf("%s plus the %v hapsuper allows its watch to lag kube-proxy's exceeds %s: the confirmation rule needs both within one minSyncPeriod; lower the allowance, or raise kube-proxy's minSyncPeriod and --kube-proxy-min-sync-period together",
 			src.label("kube-proxy-sync-allowance", s.KubeProxySyncAllowance), WatchLag, src.label("kube-proxy-min-sync-period", s.KubeProxyMinSyncPeriod))
+	}
+	if s.KubeProxyBaselinePeriod != 0 && s.KubeProxyBaselinePeriod < minBaselinePeriod {
+		return fmt.Errorf("%s is below %v: give tens of seconds (default %v), or 0 for no polls while the pod serves",
+			src.label("kube-proxy-baseline-period", s.KubeProxyBaselinePeriod), minBaselinePeriod, DefaultKubeProxyBaselinePeriod)
 	}
 	if s.LBDeregistrationDelay < 0 {
 		return fmt.Errorf("%s is negative: give 0 (no hold) or the load balancer's deregistration delay", src.label("lb-deregistration-delay", s.LBDeregistrationDelay))

@@ -93,6 +93,7 @@ func Open(s conf.Settings, log *slog.Logger) (*Cluster, error) {
 		MinSyncPeriod:       s.KubeProxyMinSyncPeriod,
 		SyncAllowance:       s.KubeProxySyncAllowance,
 		MinPollInterval:     FastPollInterval,
+		BaselinePeriod:      s.KubeProxyBaselinePeriod,
 		LoadBalancerDelay:   s.LBDeregistrationDelay,
 		LBHealthCheckWindow: s.LBHealthCheckWindow,
 		PodChecked:          s.LBCheckBind != "",

@@ -39,6 +39,8 @@ const (
 	DefaultHealthzPollInterval = 500 * time.Millisecond
 	// FastPollInterval is the MinPollInterval hapsuper runs with.
 	FastPollInterval = 200 * time.Millisecond
+	// DefaultBaselinePeriod is --kube-proxy-baseline-period's default.
+	DefaultBaselinePeriod = conf.DefaultKubeProxyBaselinePeriod
 )
 
 // Config is the observer's settings. The three durations of the confirmation
@@ -116,6 +118,14 @@ type Config struct {
 	// this often instead, at most pollRate nodes a second in all
 	// (schedule.go's pollEvery). Zero: every PollInterval.
 	MinPollInterval time.Duration
+
+	// BaselinePeriod is how often, while the pod serves, every node's
+	// kube-proxy is asked once, the polls spread over the period and
+	// jittered, no more than baselineRate nodes a second (baseline.go):
+	// a drain then starts with each node's process known and its
+	// connection open. Zero: no baseline while serving, only from the
+	// stop request or the pod's deletion on.
+	BaselinePeriod time.Duration
 }
 
 // withDefaults fills the zero fields.
@@ -167,7 +177,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("check routing config: healthz port %d out of range", c.HealthzPort)
 	case c.MetricsPort < 0 || c.MetricsPort > 65535:
 		return fmt.Errorf("check routing config: metrics port %d out of range: use 1-65535, or 0 for none", c.MetricsPort)
-	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.MetricsTimeout < 0, c.PollInterval < 0, c.MinPollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0:
+	case c.MinSyncPeriod < 0, c.SyncAllowance < 0, c.RequestTimeout < 0, c.MetricsTimeout < 0, c.PollInterval < 0, c.MinPollInterval < 0, c.LoadBalancerDelay < 0, c.LBHealthCheckWindow < 0, c.BaselinePeriod < 0:
 		return fmt.Errorf("check routing config: negative duration: only the watch lag may be negative")
 	case c.Concurrency < 1:
 		return fmt.Errorf("check routing config: concurrency %d: must be at least 1", c.Concurrency)

@@ -88,6 +88,7 @@ func (o *Observer) listNodes(ctx context.Context) bool {
 		}
 	}
 	o.nodes, o.nodesErr, o.leftNodes = next, "", left
+	o.baseline.stale = true
 	o.forgetAsked()
 	return true
 }
@@ -118,11 +119,19 @@ func notReady(node *corev1.Node) string {
 }
 
 // relistDue says whether the set should be read again: a node has not
-// confirmed and nodeRelist passed since the last list.
+// confirmed and nodeRelist passed since the last list, or since the drain
+// started; while the pod serves, every baselineRelist periods (baseline.go).
 func (o *Observer) relistDue() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.clock.Since(o.listedAt) < nodeRelist {
+	if o.serving() {
+		return o.clock.Since(o.listedAt) >= baselineRelist*o.baselineEvery()
+	}
+	// A list read while serving is read again nodeRelist into the drain,
+	// not at its start: the first sweep would wait for a list of
+	// thousands of nodes (a few hundred ms), and the set is a period old
+	// at most.
+	if o.clock.Since(maxTime(o.listedAt, o.drainSeen)) < nodeRelist {
 		return false
 	}
 	targets := judge.Targets(o.watch.paths)

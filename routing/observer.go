@@ -42,6 +42,8 @@ type Observer struct {
 	listedAt  time.Time                 // when the node list was last read
 	conns     *connSet                  // open healthz connections, per node address
 	asked     map[*judge.Node]time.Time // when each node was last asked (schedule.go)
+	baseline  baselineQueue             // the next baseline polls while serving (baseline.go)
+	drainSeen time.Time                 // when a round first saw the drain started (relistDue)
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
 	// time, not asked for their metrics again (readMetrics).
@@ -212,6 +214,10 @@ func (o *Observer) Run(ctx context.Context) error {
 	paths := len(o.watch.paths)
 	o.mu.Unlock()
 	o.log.Info("routing watch synced", "namespace", ns, "pod", o.cfg.Identity.PodName, "paths", paths)
+	if o.baselineOn() {
+		o.log.Info("kube-proxy baseline while serving: every node's healthz asked once a period, on one kept connection a node",
+			"period", o.cfg.BaselinePeriod, "max_nodes_per_second", baselineRate)
+	}
 	// Decoding the initial lists leaves idle heap (tens of MB in a
 	// namespace of thousands of slices) that the runtime would hand back to
 	// the OS only over minutes: return it now, once, for a few ms.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
@@ -30,6 +31,7 @@ func (o *Observer) rounds(ctx context.Context) {
 		wg.Go(func() { o.balancerRound(ctx) })
 	}
 	o.scheduledRound(ctx, now.Add(tick))
+	o.releaseFirstPass()
 }
 
 // confirmRound asks every node not yet confirmed, once, if the drain has
@@ -44,21 +46,29 @@ func (o *Observer) rounds(ctx context.Context) {
 // each within RequestTimeout. Run's rounds ask the same nodes, each on its
 // schedule (scheduledRound).
 func (o *Observer) confirmRound(ctx context.Context) {
-	todo := o.confirmTodo(ctx)
+	todo := o.confirmTodo(ctx, time.Time{})
 	fanOut(ctx, o.cfg.Concurrency, todo, func(n *judge.Node) { o.pollNode(ctx, n) })
 	o.witnessing.Wait() // and the metrics reads it started, each within MetricsTimeout
 }
 
 // confirmTodo lists the nodes a round asks (confirmRound), reading the
-// node list first when due.
-func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node) {
+// node list first when due. While the pod serves, with the baseline on
+// (baseline.go), those are the nodes whose baseline poll is due before
+// until; zero until: every node.
+func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*judge.Node) {
 	o.mu.Lock()
-	started := !o.stopAt.IsZero() || o.watch.deleting
-	withdrawn := started && judge.APIWithdrawn(o.watch.paths)
-	ready := o.cfg.Mode == ModeKubeProxy && o.synced && started
+	serving := o.serving()
+	if !serving && o.drainSeen.IsZero() {
+		o.drainSeen = o.clock.Now()
+	}
+	withdrawn := !serving && judge.APIWithdrawn(o.watch.paths)
+	ready := o.cfg.Mode == ModeKubeProxy && o.synced && (!serving || o.baselineOn())
 	listed := o.nodes != nil
+	// While serving, a first list that failed is tried again a period
+	// later, not every round: the API server may be away for long.
+	retry := !serving || o.listedAt.IsZero() || o.clock.Since(o.listedAt) >= o.baselineEvery()
 	o.mu.Unlock()
-	if !ready || (!listed && !o.listNodes(ctx)) {
+	if !ready || (!listed && (!retry || !o.listNodes(ctx))) {
 		return nil
 	}
 	if listed && o.relistDue() {
@@ -66,11 +76,20 @@ func (o *Observer) confirmTodo(ctx context.Context) (todo []*judge.Node) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	targets := judge.Targets(o.watch.paths)
+	serving = o.serving() // the drain may have started meanwhile
+	now := o.clock.Now()
+	var targets map[discovery.AddressType]time.Time
+	if !serving && withdrawn {
+		targets = judge.Targets(o.watch.paths) // only the withdrawn case reads them
+	}
 	for _, n := range o.nodes {
 		switch {
 		case n.Addr == "":
-		case !withdrawn: // the baseline
+		case serving && until.IsZero(): // the baseline while serving, every node at once
+			todo = append(todo, n)
+		case serving:
+			return o.popBaseline(now, until) // the baseline while serving, in its order
+		case !withdrawn: // the baseline at the drain's start
 			if !n.Answered() {
 				todo = append(todo, n)
 			}
@@ -118,8 +137,8 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		n.Reconnected()
 	}
 	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
-	if o.confirmed(n, received.Sub(sent)) {
-		return
+	if o.serving() || o.confirmed(n, received.Sub(sent)) {
+		return // no metrics while serving (baseline.go)
 	}
 	o.startMetrics(ctx, n)
 }

@@ -58,6 +58,9 @@ func (o *Observer) tickEvery() time.Duration {
 
 // nodeDue is when n is next asked; called with o.mu held.
 func (o *Observer) nodeDue(n *judge.Node) time.Time {
+	if o.serving() && o.baselineOn() {
+		return time.Time{} // due now: popBaseline chose it
+	}
 	due := o.asked[n] // zero: never asked, due at once
 	if !due.IsZero() {
 		due = due.Add(o.pollEvery())
@@ -69,7 +72,7 @@ func (o *Observer) nodeDue(n *judge.Node) time.Time {
 // confirmRound would, each at its due instant (nodeDue) when that comes
 // before until, and returns once those requests have ended.
 func (o *Observer) scheduledRound(ctx context.Context, until time.Time) {
-	todo := o.confirmTodo(ctx)
+	todo := o.confirmTodo(ctx, until)
 	if len(todo) == 0 {
 		return
 	}

@@ -110,3 +110,44 @@ func checkMemoryShares(s conf.Settings) error {
 	return fmt.Errorf("--haproxy-memory-share %d (%s) and --companion-memory-share %d (%s) add up to %d%% of the container's memory limit: lower them to at most 100 together (gopherd's images give 66 and 33)",
 		h, conf.EnvName("haproxy-memory-share"), c, conf.EnvName("companion-memory-share"), h+c)
 }
+
+// minOwnMemory is the least soft limit hapsuper gives itself: a few times
+// what it keeps live with routing on over thousands of nodes and slices.
+const minOwnMemory = 64 << 20
+
+// ownMemoryLimit is hapsuper's memory policy, set once at start: a soft
+// limit for its own Go heap (set: debug.SetMemoryLimit) from the
+// container's cgroup memory limit under root, the part HAProxy's -m and
+// the companion's GOMEMLIMIT do not take (--haproxy-memory-share,
+// --companion-memory-share), so that hapsuper's collector works harder
+// before the container nears its limit rather than after; never below
+// minOwnMemory. GOGC is left as
+// it is; without a limit (none, or unreadable) nothing is set, and a
+// GOMEMLIMIT in hapsuper's own environment wins (the runtime applied it).
+// It returns the soft limit set, 0 when none, and logs what it did.
+func (sv *Supervisor) ownMemoryLimit(root string, getenv func(string) string, set func(int64) int64) int64 {
+	if v := getenv("GOMEMLIMIT"); v != "" {
+		sv.log.Info("memory limit for hapsuper from its environment", "GOMEMLIMIT", v)
+		return 0
+	}
+	limit, err := memoryLimit(root)
+	if err != nil {
+		sv.log.Warn("cannot read the memory limit: hapsuper's collector runs on GOGC alone", "err", err)
+		return 0
+	}
+	if limit == 0 {
+		sv.log.Info("no cgroup memory limit: hapsuper's collector runs on GOGC alone")
+		return 0
+	}
+	shares := sv.settings.HAProxyMemoryShare
+	if sv.settings.Companion != "" {
+		shares += sv.settings.CompanionMemoryShare
+	}
+	// Never below minOwnMemory (within the limit): a soft limit under
+	// what hapsuper needs live would have its collector run without end.
+	left := int64(100 - min(shares, 100))
+	own := min(limit, max(limit/100*left+limit%100*left/100, minOwnMemory))
+	set(own)
+	sv.log.Info("memory limit for hapsuper: a soft limit on its Go heap, GOGC unchanged", "limit_bytes", limit, "soft_limit_bytes", own)
+	return own
+}

@@ -157,3 +157,53 @@ func TestCheckMemoryShares(t *testing.T) {
 		})
 	}
 }
+
+// hapsuper's own soft limit: the part of the container's limit HAProxy's
+// and the companion's shares leave, at least minOwnMemory; nothing set
+// without a limit (GOGC alone), and GOMEMLIMIT in the environment wins.
+// Each case says it in the log.
+func TestOwnMemoryLimit(t *testing.T) {
+	v2 := func(max string) map[string]string {
+		return map[string]string{"cgroup.controllers": "cpu memory\n", "memory.max": max + "\n"}
+	}
+	cases := []struct {
+		name      string
+		files     map[string]string
+		settings  conf.Settings
+		env       string
+		want      int64
+		wantInLog string
+	}{
+		{"no shares: the whole limit", v2("1073741824"), conf.Settings{}, "", 1 << 30, "soft_limit_bytes=1073741824"},
+		{"HAProxy's share left out", v2("1073741824"), conf.Settings{HAProxyMemoryShare: 66}, "", 1073741824 * 34 / 100, "soft_limit_bytes=365072220"},
+		{"the companion's too", v2("1073741824"), conf.Settings{HAProxyMemoryShare: 50, Companion: "/ic", CompanionMemoryShare: 25}, "", 1 << 28, "soft_limit_bytes=268435456"},
+		{"a companion's share without a companion", v2("1073741824"), conf.Settings{CompanionMemoryShare: 25}, "", 1 << 30, "soft_limit_bytes=1073741824"},
+		{"never below the floor", v2("1073741824"), conf.Settings{HAProxyMemoryShare: 99}, "", minOwnMemory, "soft_limit_bytes=67108864"},
+		{"nor above the limit", v2("33554432"), conf.Settings{HAProxyMemoryShare: 50}, "", 32 << 20, "soft_limit_bytes=33554432"},
+		{"no limit: GOGC alone", v2("max"), conf.Settings{}, "", 0, "no cgroup memory limit"},
+		{"GOMEMLIMIT wins", v2("1073741824"), conf.Settings{}, "200MiB", 0, "GOMEMLIMIT=200MiB"},
+		{"unreadable", v2("lots"), conf.Settings{}, "", 0, "cannot read the memory limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			sv := &Supervisor{settings: c.settings, log: slog.New(slog.NewTextHandler(&logs, nil))}
+			var set int64 = -1
+			got := sv.ownMemoryLimit(writeCgroup(t, c.files), func(k string) string {
+				if k == "GOMEMLIMIT" {
+					return c.env
+				}
+				return ""
+			}, func(n int64) int64 { set = n; return 0 })
+			if got != c.want {
+				t.Errorf("soft limit %d, want %d", got, c.want)
+			}
+			if wantSet := map[bool]int64{true: c.want, false: -1}[c.want != 0]; set != wantSet {
+				t.Errorf("SetMemoryLimit given %d, want %d (-1: not called)", set, wantSet)
+			}
+			if !strings.Contains(logs.String(), c.wantInLog) {
+				t.Errorf("log %q, want it to say %q", logs.String(), c.wantInLog)
+			}
+		})
+	}
+}

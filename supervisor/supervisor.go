@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -159,6 +160,7 @@ func (sv *Supervisor) Run(ctx context.Context) (int, error) {
 	argv := haproxy.Command(s, notify)
 	argv[0] = path
 	argv = haproxy.WithMemoryLimit(argv, sv.haproxyMemory(cgroupRoot))
+	sv.ownMemoryLimit(cgroupRoot, os.Getenv, debug.SetMemoryLimit)
 	if sig, ok := stopBeforeStart(sigs, signalSet(s.StopSignals)); ok {
 		sv.log.Info("stop requested before HAProxy started: exiting without starting it", "signal", conf.SignalName(sig))
 		return 0, nil

@@ -80,6 +80,25 @@ type fanoutResult struct {
 	rssKB        int64         // the child's VmRSS once confirmed
 	cpu          time.Duration // the child's CPU time from the stop request to the confirmation
 	syncedKB     int64         // the child's VmRSS before the stop request
+	// While serving, before the stop: what the observer cost, with the
+	// baseline (-fanout-baseline) or without.
+	baseline *baselineCost
+}
+
+// baselineCost is what the baseline while serving cost, measured before
+// the stop request.
+type baselineCost struct {
+	period      time.Duration // the observer's setting
+	covered     time.Duration // from the watch's sync until every node had been asked
+	requests    int64         // healthz requests before T0
+	idleWindow  time.Duration // the window idleCPU was measured over, every node asked before it
+	idleCPU     time.Duration // the child's CPU time in it
+	idleReqs    int64         // healthz requests in it
+	conns       int64         // connections accepted before T0, all nodes
+	maxConns    int64         // connections accepted from one node's client before T0, at most
+	rssBeforeKB int64         // the child's VmRSS when its watch synced (syncedKB)
+	rssKB       int64         // the child's VmRSS after idleWindow, before the stop
+	heapBytes   int64         // the child's live heap growth over the baseline
 }
 
 // endpointCount is what one endpoint (healthz or metrics) was asked.
@@ -185,7 +204,7 @@ func nodeIndex(a netip.Addr) int {
 
 // runFanout runs the servers here and the observer in a child; with
 // metrics, the observer reads the nodes' metrics too.
-func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
+func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, error) {
 	ln, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the simulated healthz: %w", err)
@@ -195,19 +214,28 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	syncAt := func(i int) time.Time {
 		return time.Unix(0, t0.Load()).Add(firstSync + time.Duration(i)*syncSpan/time.Duration(max(nodes-1, 1)))
 	}
-	// nodeOf is the simulated node a request reached, -1 when none (or
-	// before T0), and its last sync at now.
+	// Before its scripted sync, a node reports the sync it made before
+	// the child started, from the baseline before T0 on.
+	preSync := time.Now().Add(-5 * time.Second)
+	var early atomic.Int64 // healthz requests before T0 (the baseline while serving)
+	asked := make([]atomic.Bool, nodes)
+	var askedNodes atomic.Int64
+	// nodeOf is the simulated node a request reached, -1 when none, and
+	// its last sync at now; before T0, the node is counted in early.
 	nodeOf := func(r *http.Request, now time.Time) (int, time.Time, bool) {
 		la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 		ap, err := netip.ParseAddrPort(la.String())
-		if err != nil || t0.Load() == 0 {
+		if err != nil {
 			return -1, time.Time{}, false
 		}
 		i := nodeIndex(ap.Addr())
 		if i < 0 || i >= nodes {
 			return -1, time.Time{}, false
 		}
-		last, synced := time.Unix(0, t0.Load()).Add(-5*time.Second), false
+		last, synced := preSync, false
+		if t0.Load() == 0 {
+			return i, last, false
+		}
 		if s := syncAt(i); !now.Before(s) {
 			last, synced = s, true
 		}
@@ -216,9 +244,29 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	nodeInFlight := make([]atomic.Int64, nodes)
 	var nodeMost, bothInFlight, bothMost atomic.Int64
 	hz := &fanoutServer{t0: &t0, perNode: make([]atomic.Int64, nodes), firstAt: make([]atomic.Int64, nodes)}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var conns, maxConns atomic.Int64
+	connsOf := make([]atomic.Int64, nodes)
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
+		if st != http.StateNew || t0.Load() != 0 {
+			return
+		}
+		conns.Add(1)
+		if ap, err := netip.ParseAddrPort(c.LocalAddr().String()); err == nil {
+			if i := nodeIndex(ap.Addr()); i >= 0 && i < nodes {
+				raise(&maxConns, connsOf[i].Add(1))
+			}
+		}
+	}, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		i, last, synced := nodeOf(r, now)
+		if i >= 0 && t0.Load() == 0 {
+			early.Add(1)
+			if !asked[i].Swap(true) {
+				askedNodes.Add(1)
+			}
+			writeHealthz(w, now, last)
+			return
+		}
 		defer hz.begin(i, synced, nodeInFlight, &nodeMost)()
 		raise(&bothMost, bothInFlight.Add(1))
 		defer bothInFlight.Add(-1)
@@ -229,8 +277,7 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 		if !synced {
 			hz.beforeSync.Add(1)
 		}
-		fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
-			now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+		writeHealthz(w, now, last)
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -248,6 +295,9 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 		msrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			now := time.Now()
 			i, last, synced := nodeOf(r, now)
+			if t0.Load() == 0 {
+				i = -1 // the observer reads no metrics while serving
+			}
 			defer mx.begin(i, synced, nodeInFlight, &nodeMost)()
 			raise(&bothMost, bothInFlight.Add(1))
 			defer bothInFlight.Add(-1)
@@ -278,11 +328,11 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find own executable for the fan-out child: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+2*baselineSpan(nodes, baseline)+idleSettle+baselineIdle)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), childEnv+"=fanout", "HAPSUPER_BENCH_NODES="+strconv.Itoa(nodes), "HAPSUPER_BENCH_PORT="+strconv.Itoa(port),
-		"HAPSUPER_BENCH_METRICS_PORT="+strconv.Itoa(mport))
+		"HAPSUPER_BENCH_METRICS_PORT="+strconv.Itoa(mport), "HAPSUPER_BENCH_BASELINE="+baseline.String())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -307,6 +357,30 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 	if !sc.Scan() || sc.Text() != "synced" {
 		return nil, fmt.Errorf("fan-out child did not report its watch synced (%q)", sc.Text())
 	}
+	// With the baseline, every node asked once first; then, with it or
+	// without, the observer's cost while serving over a window.
+	began := time.Now()
+	span := baselineSpan(nodes, baseline)
+	for askedNodes.Load() < int64(nodes) && baseline > 0 {
+		if time.Since(began) > span+30*time.Second {
+			return nil, fmt.Errorf("fan-out: the baseline asked %d of %d nodes in %s (period %s)", askedNodes.Load(), nodes, time.Since(began).Round(time.Second), span)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cost := &baselineCost{period: baseline, covered: time.Since(began)}
+	// The first pass's end returns free memory once (a full collection,
+	// routing/baseline.go): the window starts after it.
+	time.Sleep(idleSettle)
+	before := early.Load()
+	fmt.Fprintf(stdin, "%d\n", baselineIdle.Nanoseconds())
+	if !sc.Scan() {
+		return nil, fmt.Errorf("fan-out child ended without its idle figures")
+	}
+	var cpuNS int64
+	if _, err := fmt.Sscanf(sc.Text(), "idle %d %d %d %d", &cpuNS, &cost.rssBeforeKB, &cost.rssKB, &cost.heapBytes); err != nil {
+		return nil, fmt.Errorf("read the fan-out child's idle figures %q: %w", sc.Text(), err)
+	}
+	cost.idleWindow, cost.idleCPU, cost.idleReqs = baselineIdle, time.Duration(cpuNS), early.Load()-before
 	at := time.Now().Add(200 * time.Millisecond)
 	t0.Store(at.UnixNano())
 	fmt.Fprintf(stdin, "%d\n", at.UnixNano())
@@ -332,7 +406,39 @@ func runFanout(nodes int, metrics bool) (*fanoutResult, error) {
 		rssKB:        rep.RSSKB,
 		cpu:          time.Duration(rep.CPUTicks) * 10 * time.Millisecond,
 		syncedKB:     rep.SyncedKB,
+		baseline:     withCounts(cost, early.Load(), conns.Load(), maxConns.Load()),
 	}, nil
+}
+
+// withCounts fills c's counts; nil stays nil.
+func withCounts(c *baselineCost, requests, conns, maxConns int64) *baselineCost {
+	if c != nil {
+		c.requests, c.conns, c.maxConns = requests, conns, maxConns
+	}
+	return c
+}
+
+// baselineIdle is the window over which the baseline's cost while serving
+// is measured, idleSettle after every node was asked.
+const (
+	baselineIdle = 20 * time.Second
+	idleSettle   = 5 * time.Second
+)
+
+// baselineSpan is how long the observer's baseline takes to ask every
+// node: its period, longer where the nodes are more than 50 a second.
+func baselineSpan(nodes int, period time.Duration) time.Duration {
+	if period <= 0 {
+		return 0
+	}
+	return max(period, time.Duration(nodes)*time.Second/50)
+}
+
+// writeHealthz writes a simulated kube-proxy's healthz answer at now, its
+// last IPv4 sync at last.
+func writeHealthz(w http.ResponseWriter, now, last time.Time) {
+	fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":%q,"healthy":true}}}`,
+		now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
 }
 
 // metricsFiller is about size bytes of histogram samples of family, as a
@@ -374,6 +480,7 @@ func fanoutChild() error {
 	nodes, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_NODES"))
 	port, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_PORT"))
 	mport, _ := strconv.Atoi(os.Getenv("HAPSUPER_BENCH_METRICS_PORT"))
+	baseline, _ := time.ParseDuration(os.Getenv("HAPSUPER_BENCH_BASELINE"))
 	const ns = "default"
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -390,6 +497,7 @@ func fanoutChild() error {
 	}
 	obs, err := routing.New(routing.Config{
 		Mode: routing.ModeKubeProxy, HealthzPort: port, MetricsPort: mport, Identity: fakeapi.Identity(ns),
+		BaselinePeriod: baseline,
 	}, api, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -417,6 +525,24 @@ func fanoutChild() error {
 		}
 	}
 	fmt.Println("synced")
+	{
+		// While serving (with the baseline, once every node was asked):
+		// the parent says for how long to measure what it costs.
+		var window int64
+		if _, err := fmt.Fscan(os.Stdin, &window); err != nil {
+			return fmt.Errorf("read the idle window: %w", err)
+		}
+		cpu := cpuNanos(os.Getpid())
+		time.Sleep(time.Duration(window))
+		cpu = cpuNanos(os.Getpid()) - cpu
+		// Free pages back first, as at the sync: a pod that serves for
+		// minutes has had them returned by the scavenger.
+		debug.FreeOSMemory()
+		rss := harness.StatusKB(os.Getpid(), "VmRSS")
+		heap := liveHeap()
+		fmt.Printf("idle %d %d %d %d\n", cpu, syncedKB, rss, heap-heapAtStop)
+		syncedKB, heapAtStop = rss, heap
+	}
 	var at int64
 	if _, err := fmt.Fscan(os.Stdin, &at); err != nil {
 		return fmt.Errorf("read T0: %w", err)
@@ -459,6 +585,25 @@ func fanoutChild() error {
 	cancel()
 	<-done
 	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// cpuNanos is the CPU time pid's threads ran, in ns, from
+// /proc/<pid>/task/*/schedstat (/proc/<pid>/stat counts 10 ms ticks: an
+// idle observer runs a few of them a second).
+func cpuNanos(pid int) int64 {
+	var sum int64
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			sum += n
+		}
+	}
+	return sum
 }
 
 // liveHeap is the heap in use after a collection, in bytes.

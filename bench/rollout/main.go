@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hapsuper/hapsuper/conf"
 	"github.com/hapsuper/hapsuper/test/harness"
 )
 
@@ -53,6 +54,7 @@ type options struct {
 	candidates     []time.Duration // sleep-N candidates
 	fanout         int             // simulated nodes; 0: skip
 	fanoutOnly     bool            // stop after the fan-out part (no cluster)
+	fanoutBaseline time.Duration   // the observer's baseline period while serving; 0: none
 	slices         int             // EndpointSlices of the scale check; 0: skip
 	tpRounds       int             // throughput rounds; 0: skip
 	results        string          // RESULTS.md path ("" : module default)
@@ -81,6 +83,7 @@ func main() {
 	flag.DurationVar(&o.grace, "grace", 20*time.Second, "the pods' grace period")
 	flag.IntVar(&o.fanout, "fanout-nodes", 1000, "simulated kube-proxies of the fan-out part (0 skips it)")
 	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "run the fan-out part alone, without a cluster, and print its figures")
+	flag.DurationVar(&o.fanoutBaseline, "fanout-baseline", conf.DefaultKubeProxyBaselinePeriod, "the fan-out observer's baseline period while serving (--kube-proxy-baseline-period): the stop comes once every node was asked and the idle cost measured; 0: no baseline before the stop")
 	flag.IntVar(&o.slices, "slices", 10000, "EndpointSlices of the scale check (0 skips it)")
 	flag.IntVar(&o.tpRounds, "throughput-rounds", 5, "A/B rounds of the req/s part (0 skips it)")
 	flag.StringVar(&o.results, "results", "", "where to write the Markdown results (default bench/rollout/RESULTS.md; with --smoke, $TMPDIR/hapsuper-rollout-smoke/)")
@@ -267,7 +270,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 	if o.fanout > 0 {
 		r.printf("fan-out: routing.Observer against %d simulated kube-proxies, metrics witness %s\n", o.fanout, onOff(o.metrics))
-		if x.fanout, err = runFanout(o.fanout, o.metrics); err != nil {
+		if x.fanout, err = runFanout(o.fanout, o.metrics, o.fanoutBaseline); err != nil {
 			return err
 		}
 		f := x.fanout
@@ -278,8 +281,22 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		}
 		r.printf("  in flight at most %d (both endpoints), %d to one node; the child's CPU time %.2f s (%.0f µs a node) from the stop to the confirmation\n",
 			f.maxInFlight, f.maxPerNode, f.cpu.Seconds(), float64(f.cpu.Microseconds())/float64(f.nodes))
-		r.printf("  child RSS %.1f MB before the stop, %.1f MB once confirmed: %+.1f MB\n",
-			float64(f.syncedKB)/1024, float64(f.rssKB)/1024, float64(f.rssKB-f.syncedKB)/1024)
+		if b := f.baseline; b != nil {
+			if b.period > 0 {
+				r.printf("  baseline while serving (period %s): every node asked %s after the watch synced; %d requests over %d connections before the stop, at most %d from one node\n",
+					b.period, b.covered.Round(100*time.Millisecond), b.requests, b.conns, b.maxConns)
+			}
+			r.printf("  cost while serving (baseline %s) over %s: %d requests (%.1f a second), the child's CPU %.1f ms (%.3f %% of a core, %.0f µs a request); live heap %+.1f MB (%.0f bytes a node); RSS %.1f MB when synced, %.1f MB before the stop: %+.1f MB\n",
+				onOff(b.period > 0), b.idleWindow, b.idleReqs, float64(b.idleReqs)/b.idleWindow.Seconds(), float64(b.idleCPU.Microseconds())/1000,
+				100*b.idleCPU.Seconds()/b.idleWindow.Seconds(), float64(b.idleCPU.Microseconds())/float64(max(b.idleReqs, 1)),
+				float64(b.heapBytes)/(1<<20), float64(b.heapBytes)/float64(f.nodes),
+				float64(b.rssBeforeKB)/1024, float64(b.rssKB)/1024, float64(b.rssKB-b.rssBeforeKB)/1024)
+			r.printf("  child RSS %.1f MB when synced, %.1f MB once confirmed: %+.1f MB (%+.1f MB from the stop)\n",
+				float64(b.rssBeforeKB)/1024, float64(f.rssKB)/1024, float64(f.rssKB-b.rssBeforeKB)/1024, float64(f.rssKB-f.syncedKB)/1024)
+		} else {
+			r.printf("  child RSS %.1f MB before the stop, %.1f MB once confirmed: %+.1f MB\n",
+				float64(f.syncedKB)/1024, float64(f.rssKB)/1024, float64(f.rssKB-f.syncedKB)/1024)
+		}
 	}
 	if o.fanoutOnly {
 		return nil

@@ -7,12 +7,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hapsuper/hapsuper/test/harness"
 )
 
 // idleCPU is what an idle HAProxy costs, in % of one core: hapsuper (zero
 // when bare), HAProxy's master and its workers.
 type idleCPU struct {
 	hapsuper, master, workers float64
+	// hapsuper's VmRSS, RssAnon and RssFile at the end of the window, kB
+	// (zero when bare).
+	rssKB, anonKB, fileKB int64
 }
 
 // idleSettle is how long a process runs before an idle measurement starts:
@@ -65,6 +70,9 @@ func measureIdleUnder(bin, cfg, dir, url string, d time.Duration) (idleCPU, erro
 		hapsuper: percent(cpuNanos(sup)-s0, el),
 		master:   percent(cpuNanos(master)-m0, el),
 		workers:  percent(cpuNanos(children(master)...)-w0, el),
+		rssKB:    harness.StatusKB(sup, "VmRSS"),
+		anonKB:   harness.StatusKB(sup, "RssAnon"),
+		fileKB:   harness.StatusKB(sup, "RssFile"),
 	}, nil
 }
 

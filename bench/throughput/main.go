@@ -106,11 +106,11 @@ func runIdle(rounds int, d time.Duration, bin, baseline string) error {
 				return fmt.Errorf("round %d, %s: %w", r+1, sj.name, err)
 			}
 			sj.got = append(sj.got, c)
-			fmt.Printf("idle round %d/%d, %s: hapsuper %.3f%%, master %.3f%%, workers %.3f%%\n",
-				r+1, rounds, sj.name, c.hapsuper, c.master, c.workers)
+			fmt.Printf("idle round %d/%d, %s: hapsuper %.3f%%, master %.3f%%, workers %.3f%%; hapsuper RSS %.1f MB (anon %.1f, file %.1f)\n",
+				r+1, rounds, sj.name, c.hapsuper, c.master, c.workers, float64(c.rssKB)/1024, float64(c.anonKB)/1024, float64(c.fileKB)/1024)
 		}
 	}
-	fmt.Printf("\n| idle, %% of one core (median of %d × %s) | hapsuper | HAProxy master | HAProxy workers |\n|---|---|---|---|\n", rounds, d)
+	fmt.Printf("\n| idle (median of %d × %s) | hapsuper, %% of one core | HAProxy master | HAProxy workers | hapsuper RSS (anon + file), MB |\n|---|---|---|---|---|\n", rounds, d)
 	for _, sj := range subjects {
 		pick := func(f func(idleCPU) float64) float64 {
 			var v []float64
@@ -119,10 +119,15 @@ func runIdle(rounds int, d time.Duration, bin, baseline string) error {
 			}
 			return median(v)
 		}
-		fmt.Printf("| %s | %.3f | %.3f | %.3f |\n", sj.name,
+		rss := "—"
+		if sj.got[0].rssKB > 0 {
+			rss = fmt.Sprintf("%.1f (%.1f + %.1f)", pick(func(c idleCPU) float64 { return float64(c.rssKB) / 1024 }),
+				pick(func(c idleCPU) float64 { return float64(c.anonKB) / 1024 }), pick(func(c idleCPU) float64 { return float64(c.fileKB) / 1024 }))
+		}
+		fmt.Printf("| %s | %.3f | %.3f | %.3f | %s |\n", sj.name,
 			pick(func(c idleCPU) float64 { return c.hapsuper }),
 			pick(func(c idleCPU) float64 { return c.master }),
-			pick(func(c idleCPU) float64 { return c.workers }))
+			pick(func(c idleCPU) float64 { return c.workers }), rss)
 	}
 	return nil
 }

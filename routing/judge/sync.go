@@ -22,8 +22,9 @@ const (
 // whose node-clock lastUpdated it holds. Polls that see the same sync narrow
 // the bounds; a poll that sees another sync replaces the facts.
 type syncFacts struct {
-	fam         discovery.AddressType
-	lastUpdated time.Time // node clock: identifies the sync
+	// lastUpdated, in the node's clock as Unix ns, identifies the sync:
+	// 8 bytes, not a time.Time's 24, kept for thousands of nodes.
+	lastUpdated int64
 	// earliest and latest bound the sync's completion in our clock: the node
 	// read currentTime at some instant between our request and its answer,
 	// so completion ∈ [sent − age, received − age], age = currentTime −
@@ -64,7 +65,28 @@ type syncFacts struct {
 	// answered healthz, hold a successful sync stamped with this
 	// lastUpdated (witness.go): it is a sync, not a start stamp.
 	metricsSync bool
+	// v6: the family is IPv6, else IPv4 (the only two healthz reports).
+	v6 bool
 }
+
+// family is the sync's address family.
+func (f *syncFacts) family() discovery.AddressType {
+	if f.v6 {
+		return discovery.AddressTypeIPv6
+	}
+	return discovery.AddressTypeIPv4
+}
+
+// firstOnConn is connFirst as a time; zero when no answer came.
+func (n *Node) firstOnConn() time.Time {
+	if n.connFirst == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n.connFirst)
+}
+
+// updated is lastUpdated as a time.
+func (f *syncFacts) updated() time.Time { return time.Unix(0, f.lastUpdated) }
 
 // quickAnswer bounds the round trip of an answer that proves kube-proxy was
 // running: measured healthz round trips were 12 ms median, 322 ms worst under
@@ -97,16 +119,8 @@ type Node struct {
 
 	// syncs holds a family's sync or two, not a map: a node's facts are
 	// kept for thousands of nodes at once.
-	syncs    []syncFacts
-	answered bool       // healthz answered at least once
-	problem  *PollError // the last poll's failure; nil after an answer
-	// failed says a poll failed since the last answer: kube-proxy may have
-	// restarted in between, unless the next answer comes over a connection
-	// that answered before (record's sameProcess). At start its sync loop stamps lastUpdated
-	// before its first sync (pkg/proxy/*/proxier.go SyncLoop), while the
-	// old instance's rules still pick the pod: the first lastUpdated seen
-	// after a failure is a start stamp unless it is the one seen before.
-	failed bool
+	syncs   []syncFacts
+	problem *PollError // the last poll's failure; nil after an answer
 	// stalls are the times the node was seen not running: a poll that
 	// timed out, or an answer slower than quickAnswer (held while
 	// kube-proxy was frozen). A kube-proxy that did not run did not read
@@ -124,18 +138,30 @@ type Node struct {
 	// connFirst is the node-clock currentTime of the first answer on the
 	// connection healthz answers on now: the process that answers there
 	// had started by then (witness.go's same-process test).
-	connFirst time.Time
+	// Unix ns, 0 until an answer came: 8 bytes, not a time.Time's 24.
+	connFirst int64
+	// metrics is what kube-proxy's metrics said (witness.go); nil until
+	// they are read (never, without the witness, nor while serving).
+	metrics *metricsFacts
+	// healthzAhead is how far the node's clock was ahead of ours at the
+	// last healthz answer: its currentTime less its request's sending
+	// (RecordMetrics bounds the metrics' stamps read after it by it).
+	healthzAhead time.Duration
+
+	answered bool // healthz answered at least once
+	// failed says a poll failed since the last answer: kube-proxy may have
+	// restarted in between, unless the next answer comes over a connection
+	// that answered before (record's sameProcess). At start its sync loop stamps lastUpdated
+	// before its first sync (pkg/proxy/*/proxier.go SyncLoop), while the
+	// old instance's rules still pick the pod: the first lastUpdated seen
+	// after a failure is a start stamp unless it is the one seen before.
+	failed bool
 	// connStamped: the connection that answers now carried an answer with
 	// per-family stamps, and no answer since told nothing. A restarted kube-proxy
 	// answers without per-family status until its sync loop starts, then
 	// with its start stamp, on the same connection: an answer that told
 	// nothing does not tie the next one to a process that stamped a sync.
 	connStamped bool
-	metrics     metricsFacts // what kube-proxy's metrics said (witness.go)
-	// healthzAhead is how far the node's clock was ahead of ours at the
-	// last healthz answer: its currentTime less its request's sending
-	// (RecordMetrics bounds the metrics' stamps read after it by it).
-	healthzAhead time.Duration
 }
 
 // NewNode is a node not asked yet. Without an address it is unverified:
@@ -192,7 +218,7 @@ func (n *Node) Silent(fam discovery.AddressType) time.Duration {
 // sync is what is known of fam's last sync; nil when nothing is.
 func (n *Node) sync(fam discovery.AddressType) *syncFacts {
 	for i := range n.syncs {
-		if n.syncs[i].fam == fam {
+		if n.syncs[i].family() == fam {
 			return &n.syncs[i]
 		}
 	}
@@ -287,8 +313,8 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 	n.answered, n.problem, n.failed = true, nil, false
 	n.healthzAhead = h.CurrentTime.Sub(sent)
 	n.connStamped = len(h.Families) > 0
-	if !sameProcess || n.connFirst.IsZero() {
-		n.connFirst = h.CurrentTime
+	if !sameProcess || n.connFirst == 0 {
+		n.connFirst = h.CurrentTime.UnixNano()
 	}
 	switch {
 	case !n.stalledFrom.IsZero():
@@ -302,7 +328,7 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 	}
 	kept := n.syncs[:0]
 	for _, f := range n.syncs {
-		if _, ok := h.Families[f.fam]; ok {
+		if _, ok := h.Families[f.family()]; ok {
 			kept = append(kept, f)
 		}
 	}
@@ -312,16 +338,16 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		age := h.CurrentTime.Sub(fh.LastUpdated)
 		lo, hi := sent.Add(-age), received.Add(-age)
 		f := n.sync(fam)
-		if f == nil || !f.lastUpdated.Equal(fh.LastUpdated) {
+		if f == nil || f.lastUpdated != fh.LastUpdated.UnixNano() {
 			// A new sync, or after a failed poll possibly a new
 			// kube-proxy's start stamp.
 			if f == nil {
 				n.syncs = append(n.syncs, syncFacts{})
 				f = &n.syncs[len(n.syncs)-1]
 			}
-			*f = syncFacts{fam: fam, lastUpdated: fh.LastUpdated, earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
+			*f = syncFacts{v6: fam == discovery.AddressTypeIPv6, lastUpdated: fh.LastUpdated.UnixNano(), earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
 				startStamp: failed, firstAnswer: !sameProcess, recent: f.recent[:0]}
-			f.metricsSync = n.metrics.synced(fam, fh.LastUpdated, n.connFirst)
+			f.metricsSync = n.metrics.synced(fam, fh.LastUpdated, n.firstOnConn())
 			f.noteQuick(age, sent, received, settle)
 			continue
 		}

@@ -220,7 +220,10 @@ func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) MetricsNote {
 		}
 	}
 	note := MetricsTaken
-	mf := &n.metrics
+	if n.metrics == nil {
+		n.metrics = &metricsFacts{}
+	}
+	mf := n.metrics
 	if !mf.start.IsZero() && absDuration(m.ProcessStart.Sub(mf.start)) >= startSlack {
 		// Another process: kube-proxy restarted (its healthz shows it as a
 		// failed poll, a closed connection or a first answer on a new
@@ -253,7 +256,7 @@ func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) MetricsNote {
 	}
 	for i := range n.syncs {
 		if f := &n.syncs[i]; !f.metricsSync {
-			f.metricsSync = mf.synced(f.fam, f.lastUpdated, n.connFirst)
+			f.metricsSync = mf.synced(f.family(), f.updated(), n.firstOnConn())
 		}
 	}
 	return note
@@ -264,14 +267,14 @@ func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) MetricsNote {
 // A process started after it is another kube-proxy, whose metrics say
 // nothing of the answers on that connection.
 func (n *Node) sameProcess() bool {
-	return !n.metrics.start.IsZero() && !n.connFirst.IsZero() && !n.metrics.start.After(n.connFirst.Add(startSlack))
+	return n.metrics != nil && !n.metrics.start.IsZero() && n.connFirst != 0 && !n.metrics.start.After(n.firstOnConn().Add(startSlack))
 }
 
 // synced says whether a healthz lastUpdated of fam is a successful sync
 // in the metrics of the process that answered healthz first at connFirst:
 // a metrics stamp at most sameSync after it, which it then ties.
 func (mf *metricsFacts) synced(fam discovery.AddressType, lastUpdated, connFirst time.Time) bool {
-	if mf.start.IsZero() || connFirst.IsZero() || mf.start.After(connFirst.Add(startSlack)) {
+	if mf == nil || mf.start.IsZero() || connFirst.IsZero() || mf.start.After(connFirst.Add(startSlack)) {
 		return false
 	}
 	if f := mf.family(fam); f != nil {
@@ -297,7 +300,7 @@ func (ru Rule) pendingSynced(n *Node, f *syncFacts, fam discovery.AddressType, r
 	if !f.healthy || !n.sameProcess() {
 		return false
 	}
-	mf := &n.metrics
+	mf := n.metrics // not nil: sameProcess
 	fm := mf.family(fam)
 	if fm == nil {
 		return false
@@ -340,13 +343,13 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 	if !f.healthy || !f.metricsSync || !n.sameProcess() {
 		return false
 	}
-	mf := &n.metrics
-	s := mf.newest(f.fam)
+	mf := n.metrics // not nil: sameProcess
+	s := mf.newest(f.family())
 	// S must be the newest sync the metrics hold, tied to healthz.
 	if s == nil || !s.tied {
 		return false
 	}
-	if d := s.at.Sub(f.lastUpdated); d < 0 || d > sameSync {
+	if d := s.at.Sub(f.updated()); d < 0 || d > sameSync {
 		return false
 	}
 	for _, z := range mf.zeros {
@@ -357,7 +360,7 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 		if f.lastQuick.Before(quiet) {
 			continue
 		}
-		if n.stalledSince(z.sent) || !ru.otherFamiliesIdle(n, f.fam, r, quiet) {
+		if n.stalledSince(z.sent) || !ru.otherFamiliesIdle(n, f.family(), r, quiet) {
 			return false
 		}
 		return true
@@ -371,7 +374,7 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 func (ru Rule) otherFamiliesIdle(n *Node, fam discovery.AddressType, r, quiet time.Time) bool {
 	for i := range n.syncs {
 		g := &n.syncs[i]
-		if g.fam == fam {
+		if g.family() == fam {
 			continue
 		}
 		if !g.healthy || g.stepped || !g.latest.Before(r.Add(-ru.Lag)) || g.lastQuick.Before(quiet) {
