@@ -175,9 +175,22 @@ func TestRealPod_Sidecar(t *testing.T) {
 
 	// The status socket, through the CRI's exec into the sidecar's image
 	// (hapsuper alone: no shell, no PATH of its own).
-	out, stderr, err := h.Exec(ctx, realPodNS, pods[1].Name, "hapsuper", "hapsuper", "status", "--json")
-	if ph := statusPhase(out); err != nil || ph != "serving" {
-		t.Errorf("hapsuper status --json in the sidecar: phase %q, %v %s", ph, err, stderr)
+	// The pod is ready once HAProxy's container is; the sidecar serves once
+	// it has read the master CLI, which may come a moment later: asked
+	// until it says so, at most 30 s.
+	var ph string
+	var stderr string
+	var err error
+	for until := time.Now().Add(30 * time.Second); ; {
+		var out string
+		out, stderr, err = h.Exec(ctx, realPodNS, pods[1].Name, "hapsuper", "hapsuper", "status", "--json")
+		if ph = statusPhase(out); (err == nil && ph == "serving") || time.Now().After(until) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil || ph != "serving" {
+		t.Errorf("hapsuper status --json in the sidecar, for 30 s: phase %q, %v %s", ph, err, stderr)
 	}
 	checkLivenessKill(ctx, t, h, pods[0].Name, logs[pods[0].Name])
 	waitRollout(ctx, t, h, realPodNS, 2)
