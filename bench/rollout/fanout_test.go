@@ -12,10 +12,7 @@ import (
 // nodes a page, a continue token to the next, none after the last; a
 // token it did not give is an error, not a silent restart.
 func TestPagedNodes(t *testing.T) {
-	p := &pagedNodes{nodes: make([]corev1.Node, 5)}
-	for i := range p.nodes {
-		p.nodes[i].Name = fmt.Sprintf("node-%d", i)
-	}
+	p := &pagedNodes{nodes: 5, node: fanoutNode}
 	var got []string
 	pages := 0
 	opts := metav1.ListOptions{Limit: 2}
@@ -44,8 +41,11 @@ func TestPagedNodes(t *testing.T) {
 	}
 	list, _ := p.ListNodes(t.Context(), metav1.ListOptions{Limit: 1})
 	list.Items[0].Name = "changed"
-	if p.nodes[0].Name != "node-0" {
+	if again, _ := p.ListNodes(t.Context(), metav1.ListOptions{Limit: 1}); again.Items[0].Name != "node-0" {
 		t.Error("a listed node is the API's own, not a copy")
+	}
+	if a := list.Items[0].Status.Addresses; len(a) != 1 || a[0].Type != corev1.NodeInternalIP || a[0].Address != nodeAddr(0).String() {
+		t.Errorf("node-0's addresses %v, want its InternalIP %s", a, nodeAddr(0))
 	}
 	for _, bad := range []string{"x", "-1", "6"} {
 		if _, err := p.ListNodes(t.Context(), metav1.ListOptions{Limit: 2, Continue: bad}); err == nil {
