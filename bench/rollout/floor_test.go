@@ -129,6 +129,13 @@ func TestExcessTargetsAreJudgedWithTheMetricsWitness(t *testing.T) {
 			t.Errorf("%s: %s, want missed (%s)", tg.name, tg.verdict, tg.measured)
 		}
 	}
+	// Live, the median within 0.3 s but one drain past 1 s: missed, though
+	// within the frozen cells' max.
+	liveMax := []cellResult{cellOf(hapsuperS(), false, 0.1, excessLiveMaxTarget.Seconds()+0.05)}
+	liveMax[0].pods = append(liveMax[0].pods, drained("c", 0.9, 3.0, 3.2))
+	if tg := excessTargets(liveMax, "hapsuper", hapsuperS().quietOnceWithdrawn(), true); len(tg) != 1 || !strings.HasPrefix(tg[0].verdict, "**missed**") || !strings.Contains(tg[0].name, "max ≤ 1.00 s") {
+		t.Errorf("live max over 1 s: %+v, want one live target missed, its max 1.00 s", tg)
+	}
 	for _, tg := range excessTargets(over, "hapsuper", hapsuperS().quietOnceWithdrawn(), false) {
 		if !strings.HasPrefix(tg.verdict, "measured") {
 			t.Errorf("without metrics %s: %s, want measured", tg.name, tg.verdict)
