@@ -145,9 +145,16 @@ func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 			q.due = append(q.due, due[n])
 		}
 	}
-	// At most a burst, or a round's worth where rounds are further apart.
-	most := max(baselineBurst, baselineRate*o.tickEvery().Seconds())
-	q.budget = min(q.budget+baselineRate*now.Sub(q.poppedAt).Seconds(), most)
+	// At most a burst, or what accrued since the round before where
+	// rounds are further apart (servingRound: a second's worth), never
+	// more than a serving round's worth: budget left unused is not saved
+	// up for a burst later.
+	var since time.Duration // the first round: a burst
+	if !q.poppedAt.IsZero() {
+		since = min(max(now.Sub(q.poppedAt), 0), servingRound)
+	}
+	most := max(baselineBurst, baselineRate*since.Seconds())
+	q.budget = min(q.budget+baselineRate*since.Seconds(), most)
 	if q.poppedAt.IsZero() {
 		q.budget = most
 	}

@@ -99,13 +99,13 @@ func TestBaselineAsksEachNodeOncePerPeriodOnOneConnection(t *testing.T) {
 	const period = 10 * time.Second
 	nodes := []string{"n2", "n3", "n4", "n5"}
 	s, ns := servingScenario(t, Config{BaselinePeriod: period}, nodes...)
-	s.runRounds(ticks(0, 3*period, 200*ms)...)
+	s.runRounds(ticks(0, 3*period, servingRound)...)
 	first := map[time.Duration]bool{}
 	for _, name := range nodes {
 		at := ns[name].asks.offsets(s.R)
 		t.Logf("%s asked at R+%v", name, at)
 		// The first within the first period, then every 0.8-1 period
-		// (a tick's rounding on top): 3 or 4 in 3 periods.
+		// (a round's rounding on top): 3 or 4 in 3 periods.
 		if len(at) < 3 || len(at) > 4 {
 			t.Errorf("%s asked %d times in 3 periods, want 3 or 4: %v", name, len(at), at)
 			continue
@@ -114,7 +114,7 @@ func TestBaselineAsksEachNodeOncePerPeriodOnOneConnection(t *testing.T) {
 			t.Errorf("%s first asked at R+%v, want within the first period %v", name, at[0], period)
 		}
 		for i := 1; i < len(at); i++ {
-			if gap := at[i] - at[i-1]; gap < 4*period/5-200*ms || gap > period+200*ms {
+			if gap := at[i] - at[i-1]; gap < 4*period/5-servingRound || gap > period+servingRound {
 				t.Errorf("%s asked %v after the ask before, want 0.8-1 period (%v)", name, gap, period)
 			}
 		}
@@ -142,7 +142,7 @@ func TestBaselineLetsTheFirstPollAfterTheSyncConfirm(t *testing.T) {
 	}{{10 * time.Second, drain.RoutingWithdrawn}, {0, drain.RoutingPending}} {
 		t.Run(fmt.Sprint("baseline ", c.period), func(t *testing.T) {
 			s, ns := servingScenario(t, Config{BaselinePeriod: c.period}, "n2")
-			s.runRounds(ticks(0, 10*time.Second, 200*ms)...)
+			s.runRounds(ticks(0, 10*time.Second, servingRound)...)
 			// The withdrawal at W, the node's sync 300 ms later (late
 			// enough to hold it), the drain's first poll of the node
 			// 400 ms after W.
@@ -178,7 +178,7 @@ func TestBaselineFollowsTheNodeList(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	s.runRounds(ticks(0, period, 200*ms)...)
+	s.runRounds(ticks(0, period, servingRound)...)
 	if got := ns["n3"].proxy.requestCount(); got != 1 {
 		t.Fatalf("n3 asked %d times in the first period, want 1", got)
 	}
@@ -193,7 +193,7 @@ func TestBaselineFollowsTheNodeList(t *testing.T) {
 	}
 	// Listed again baselineRelist periods after the first list, at R.
 	relisted := time.Duration(baselineRelist) * period
-	s.runRounds(ticks(period, relisted+2*period, 200*ms)...)
+	s.runRounds(ticks(period, relisted+2*period, servingRound)...)
 	if got := ns["n3"].proxy.requestCount(); got < baselineRelist-1 || got > baselineRelist+1 {
 		t.Errorf("n3, deleted, asked %d times in all, want about %d: once a period until the list was read again", got, baselineRelist)
 	}
@@ -210,7 +210,7 @@ func TestBaselineFollowsTheNodeList(t *testing.T) {
 	apiDown.Store(true)
 	before, n2Before := lists.Load(), ns["n2"].proxy.requestCount()
 	from := relisted + 2*period
-	s.runRounds(ticks(from, from+2*relisted, 200*ms)...)
+	s.runRounds(ticks(from, from+2*relisted, servingRound)...)
 	if got := lists.Load() - before; got < 1 || got > 2 {
 		t.Errorf("the node list was tried %d times in %d periods with the API server away, want once every %d", got, 2*baselineRelist, baselineRelist)
 	}
@@ -229,10 +229,10 @@ func TestBaselineFollowsTheNodeList(t *testing.T) {
 func TestBaselineAfterAKubeProxyRestart(t *testing.T) {
 	const period = 10 * time.Second
 	s, ns := servingScenario(t, Config{BaselinePeriod: period}, "n2")
-	s.runRounds(ticks(0, period, 200*ms)...)
+	s.runRounds(ticks(0, period, servingRound)...)
 	s.servers["n2"].CloseClientConnections() // the restart
 	s.proxies["n2"].set(func(p *fakeProxy) { p.syncs = []time.Time{s.R.Add(period + time.Second)} })
-	s.runRounds(ticks(period, 3*period, 200*ms)...)
+	s.runRounds(ticks(period, 3*period, servingRound)...)
 	if got := ns["n2"].conns.n.Load(); got != 2 {
 		t.Errorf("n2 accepted %d connections, want 2: one before the restart, one after", got)
 	}
@@ -259,9 +259,15 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 
 // However the passes over the nodes overlap, the baseline asks at most
 // baselineRate nodes a second (and a round's worth at once: rounds every
-// 500 ms here), and no fewer: 400 nodes, whose period stretches to 8 s,
-// asked over 20 s.
+// second as Run's while serving, or more often), and no fewer: 400 nodes,
+// whose period stretches to 8 s, asked over 20 s.
 func TestBaselineRate(t *testing.T) {
+	for _, every := range []time.Duration{servingRound, 200 * ms} {
+		t.Run(fmt.Sprint("rounds every ", every), func(t *testing.T) { testBaselineRate(t, every) })
+	}
+}
+
+func testBaselineRate(t *testing.T, every time.Duration) {
 	const nodes = 400
 	s, ns := servingScenario(t, Config{BaselinePeriod: time.Second}, "n2")
 	for i := range nodes - 1 {
@@ -274,7 +280,7 @@ func TestBaselineRate(t *testing.T) {
 		}
 		s.routes[ip+":10256"] = ns["n2"].srv.Listener.Addr().String() // one server answers for all
 	}
-	s.runRounds(ticks(0, 20*time.Second, 200*ms)...)
+	s.runRounds(ticks(0, 20*time.Second, every)...)
 	at := ns["n2"].asks.offsets(s.R)
 	if len(at) < nodes {
 		t.Fatalf("%d asks in 20 s, want every one of the %d nodes asked", len(at), nodes)
@@ -313,7 +319,7 @@ func TestBaselineReleasesTheFirstPassOnce(t *testing.T) {
 	if freed() {
 		t.Fatal("asked to free memory while the first pass runs")
 	}
-	s.runRounds(ticks(period/2, 3*period, 200*ms)...)
+	s.runRounds(ticks(period/2, 3*period, servingRound)...)
 	// runRounds' rounds took the request: it is not pending any more, and
 	// passes counted past the first.
 	s.mu.Lock()

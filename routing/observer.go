@@ -223,16 +223,23 @@ func (o *Observer) Run(ctx context.Context) error {
 	// the OS only over minutes: return it now, once, for a few ms.
 	debug.FreeOSMemory()
 
-	tick := o.clock.NewTicker(o.tickEvery())
-	defer tick.Stop()
+	// A round every roundEvery from the start of the one before, as a
+	// ticker would tick (a round that outlasts it is followed at once),
+	// with the period the state asks for: a second while the pod serves,
+	// the poll interval from the drain on.
+	wait := o.clock.NewTimer(o.roundEvery())
+	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C():
+		case <-wait.C():
 		case <-o.kick:
 		}
+		start := o.clock.Now()
 		o.rounds(ctx)
+		wait.Stop()
+		wait.Reset(max(0, o.roundEvery()-o.clock.Since(start)))
 	}
 }
 

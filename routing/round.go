@@ -25,7 +25,7 @@ import (
 func (o *Observer) rounds(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	now, tick := o.clock.Now(), o.tickEvery()
+	now, tick := o.clock.Now(), o.roundEvery()
 	if tick == o.cfg.PollInterval || now.Sub(o.balancerAt) >= o.cfg.PollInterval-tick/2 {
 		o.balancerAt = now
 		wg.Go(func() { o.balancerRound(ctx) })

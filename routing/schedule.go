@@ -56,6 +56,26 @@ func (o *Observer) tickEvery() time.Duration {
 	return o.cfg.PollInterval
 }
 
+// servingRound is the period of Run's rounds while the pod serves
+// (serving): a round then has nothing to do but the baseline
+// (baseline.go), which asks the nodes due within it together, so that
+// the runtime wakes once a second, not ten times, and the polls' answers
+// come back together (a wake-up of an idle Go process costs about as much
+// CPU as a poll on a kept connection). The stop request and the pod's
+// deletion start a round at once (kickRound).
+const servingRound = time.Second
+
+// roundEvery is the period of Run's next round: servingRound while the
+// pod serves, tickEvery from the drain on.
+func (o *Observer) roundEvery() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.serving() {
+		return max(servingRound, o.tickEvery())
+	}
+	return o.tickEvery()
+}
+
 // nodeDue is when n is next asked; called with o.mu held.
 func (o *Observer) nodeDue(n *judge.Node) time.Time {
 	if o.serving() && o.baselineOn() {
