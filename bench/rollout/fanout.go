@@ -204,7 +204,10 @@ func nodeIndex(a netip.Addr) int {
 
 // runFanout runs the servers here and the observer in a child; with
 // metrics, the observer reads the nodes' metrics too.
-func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, error) {
+func runFanout(nodes int, metrics bool, baseline, idle time.Duration) (*fanoutResult, error) {
+	if idle <= 0 {
+		idle = baselineIdle
+	}
 	ln, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the simulated healthz: %w", err)
@@ -328,7 +331,7 @@ func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, 
 	if err != nil {
 		return nil, fmt.Errorf("find own executable for the fan-out child: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+2*baselineSpan(nodes, baseline)+idleSettle+baselineIdle)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+2*baselineSpan(nodes, baseline)+idleSettle+idle)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), childEnv+"=fanout", "HAPSUPER_BENCH_NODES="+strconv.Itoa(nodes), "HAPSUPER_BENCH_PORT="+strconv.Itoa(port),
@@ -372,7 +375,7 @@ func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, 
 	// routing/baseline.go): the window starts after it.
 	time.Sleep(idleSettle)
 	before := early.Load()
-	fmt.Fprintf(stdin, "%d\n", baselineIdle.Nanoseconds())
+	fmt.Fprintf(stdin, "%d\n", idle.Nanoseconds())
 	if !sc.Scan() {
 		return nil, fmt.Errorf("fan-out child ended without its idle figures")
 	}
@@ -380,7 +383,7 @@ func runFanout(nodes int, metrics bool, baseline time.Duration) (*fanoutResult, 
 	if _, err := fmt.Sscanf(sc.Text(), "idle %d %d %d %d", &cpuNS, &cost.rssBeforeKB, &cost.rssKB, &cost.heapBytes); err != nil {
 		return nil, fmt.Errorf("read the fan-out child's idle figures %q: %w", sc.Text(), err)
 	}
-	cost.idleWindow, cost.idleCPU, cost.idleReqs = baselineIdle, time.Duration(cpuNS), early.Load()-before
+	cost.idleWindow, cost.idleCPU, cost.idleReqs = idle, time.Duration(cpuNS), early.Load()-before
 	at := time.Now().Add(200 * time.Millisecond)
 	t0.Store(at.UnixNano())
 	fmt.Fprintf(stdin, "%d\n", at.UnixNano())
@@ -418,8 +421,9 @@ func withCounts(c *baselineCost, requests, conns, maxConns int64) *baselineCost 
 	return c
 }
 
-// baselineIdle is the window over which the baseline's cost while serving
-// is measured, idleSettle after every node was asked.
+// baselineIdle is the default window over which the baseline's cost while
+// serving is measured (-fanout-idle), idleSettle after every node was
+// asked.
 const (
 	baselineIdle = 20 * time.Second
 	idleSettle   = 5 * time.Second
@@ -512,9 +516,9 @@ func fanoutChild() error {
 	debug.FreeOSMemory()
 	syncedKB := harness.StatusKB(os.Getpid(), "VmRSS")
 	heapAtStop := liveHeap()
-	stopProfile := func() {}
+	stopProfile, heapProfile := func() {}, func(string) {}
 	if dir := os.Getenv("HAPSUPER_BENCH_PROFILE"); dir != "" {
-		if stopProfile, err = profileFanout(dir); err != nil {
+		if heapProfile, stopProfile, err = profileFanout(dir); err != nil {
 			return err
 		}
 	}
@@ -534,6 +538,7 @@ func fanoutChild() error {
 		debug.FreeOSMemory()
 		rss := harness.StatusKB(os.Getpid(), "VmRSS")
 		heap := liveHeap()
+		heapProfile("fanout-heap-serving.pprof")
 		fmt.Printf("idle %d %d %d %d\n", cpu, syncedKB, rss, heap-heapAtStop)
 		syncedKB, heapAtStop = rss, heap
 	}
@@ -671,13 +676,15 @@ func onOff(on bool) string {
 // a node's few hundred bytes show up where they are allocated.
 const profileHeapRate = 4 << 10
 
-// profileFanout writes the child's heap at the stop request
-// (fanout-heap-stop.pprof), its CPU profile from then on, and its heap
-// again when stop is called (fanout-heap.pprof; `go tool pprof
+// profileFanout writes the child's heap once its watch synced
+// (fanout-heap-stop.pprof), its CPU profile from then on, its heap when
+// heap is called (fanout-heap-serving.pprof: after the cost while serving
+// was measured, every node's kept connection open), and its heap again
+// when stop is called (fanout-heap.pprof; `go tool pprof
 // -sample_index=inuse_space -base fanout-heap-stop.pprof` shows what the
-// confirmation kept), to dir (HAPSUPER_BENCH_PROFILE: a run looked into,
-// not the figures: the finer sampling costs CPU).
-func profileFanout(dir string) (stop func(), err error) {
+// baseline or the confirmation kept), to dir (HAPSUPER_BENCH_PROFILE: a
+// run looked into, not the figures: the finer sampling costs CPU).
+func profileFanout(dir string) (heap func(name string), stop func(), err error) {
 	writeHeap := func(name string) {
 		runtime.GC()
 		if heap, err := os.Create(filepath.Join(dir, name)); err == nil {
@@ -688,13 +695,13 @@ func profileFanout(dir string) (stop func(), err error) {
 	writeHeap("fanout-heap-stop.pprof")
 	cpu, err := os.Create(filepath.Join(dir, "fanout-cpu.pprof"))
 	if err != nil {
-		return nil, fmt.Errorf("fan-out profile: %w", err)
+		return nil, nil, fmt.Errorf("fan-out profile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		cpu.Close()
-		return nil, fmt.Errorf("fan-out profile: %w", err)
+		return nil, nil, fmt.Errorf("fan-out profile: %w", err)
 	}
-	return func() {
+	return writeHeap, func() {
 		pprof.StopCPUProfile()
 		cpu.Close()
 		writeHeap("fanout-heap.pprof")

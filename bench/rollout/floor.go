@@ -191,8 +191,8 @@ const (
 	excessLiveTarget    = 300 * time.Millisecond
 	excessLiveMaxTarget = time.Second
 	catchUpAllowance    = conf.DefaultKubeProxyMinSyncPeriod
-	excessFrozenTarget = catchUpAllowance + 300*time.Millisecond
-	excessMaxTarget    = time.Second + conf.DefaultKubeProxySyncAllowance + routing.DefaultHealthzPollInterval
+	excessFrozenTarget  = catchUpAllowance + 300*time.Millisecond
+	excessMaxTarget     = time.Second + conf.DefaultKubeProxySyncAllowance + routing.DefaultHealthzPollInterval
 )
 
 // excessTargets judges a hapsuper strategy's excess over the floor: per

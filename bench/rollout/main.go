@@ -55,6 +55,7 @@ type options struct {
 	fanout         int             // simulated nodes; 0: skip
 	fanoutOnly     bool            // stop after the fan-out part (no cluster)
 	fanoutBaseline time.Duration   // the observer's baseline period while serving; 0: none
+	fanoutIdle     time.Duration   // the window its cost while serving is measured over
 	slices         int             // EndpointSlices of the scale check; 0: skip
 	tpRounds       int             // throughput rounds; 0: skip
 	results        string          // RESULTS.md path ("" : module default)
@@ -83,6 +84,7 @@ func main() {
 	flag.DurationVar(&o.grace, "grace", 20*time.Second, "the pods' grace period")
 	flag.IntVar(&o.fanout, "fanout-nodes", 1000, "simulated kube-proxies of the fan-out part (0 skips it)")
 	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "run the fan-out part alone, without a cluster, and print its figures")
+	flag.DurationVar(&o.fanoutIdle, "fanout-idle", baselineIdle, "the window over which the fan-out observer's cost while serving is measured (its CPU: a longer one for finer figures)")
 	flag.DurationVar(&o.fanoutBaseline, "fanout-baseline", conf.DefaultKubeProxyBaselinePeriod, "the fan-out observer's baseline period while serving (--kube-proxy-baseline-period): the stop comes once every node was asked and the idle cost measured; 0: no baseline before the stop")
 	flag.IntVar(&o.slices, "slices", 10000, "EndpointSlices of the scale check (0 skips it)")
 	flag.IntVar(&o.tpRounds, "throughput-rounds", 5, "A/B rounds of the req/s part (0 skips it)")
@@ -270,7 +272,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 	}
 	if o.fanout > 0 {
 		r.printf("fan-out: routing.Observer against %d simulated kube-proxies, metrics witness %s\n", o.fanout, onOff(o.metrics))
-		if x.fanout, err = runFanout(o.fanout, o.metrics, o.fanoutBaseline); err != nil {
+		if x.fanout, err = runFanout(o.fanout, o.metrics, o.fanoutBaseline, o.fanoutIdle); err != nil {
 			return err
 		}
 		f := x.fanout
