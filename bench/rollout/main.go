@@ -359,7 +359,7 @@ func runBench(t harness.TB, o options, out io.Writer) (err error) {
 		if werr := writeDrains(jsonl, flags, ds); werr != nil {
 			return werr
 		}
-		table := campaignReport(ds, o.seed, flags, time.Since(began))
+		table := campaignReport(ds, o.seed, flags, time.Since(began)) + "\n" + r.syncsSeen()
 		if err != nil {
 			table += fmt.Sprintf("\n**The campaign stopped before its last drain:** %v\n", err)
 		}

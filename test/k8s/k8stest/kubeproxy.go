@@ -88,6 +88,10 @@ func (k *KubeProxy) Start(env ...string) error {
 	return nil
 }
 
+// Log is the file kube-proxy writes its log to (--v=2: each rule sync's
+// "SyncProxyRules complete" with its elapsed time), across restarts.
+func (k *KubeProxy) Log() string { return k.log }
+
 // Process returns the running (or last) kube-proxy process, nil before Start.
 func (k *KubeProxy) Process() *Process {
 	k.mu.Lock()
