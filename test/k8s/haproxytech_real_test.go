@@ -85,7 +85,10 @@ func runRealTech(t *testing.T, version string) {
 // request until hapsuper exits, while kube-proxy falls back to the deleted
 // pod for 8 s because the other pod is not Ready. The controller applies
 // changes once per --sync-period (5 s by default, the chart's too): the
-// pods run it with --sync-period=1s, so that each edit is its own reload.
+// pods run it with --sync-period=500ms, so that each edit is its own
+// reload, within about a second of it (with 1s, an edit waited up to
+// 1.5 s for its reload, and once missed the 1.8 s between the last
+// request and routing's confirmation).
 // Nothing fails, at least three reloads land in the drain, none moves the
 // quiet clock, and the drain ends routed-away within the withdrawn quiet
 // period + 0.5 s of the later of the last request the pod forwarded and
@@ -95,7 +98,7 @@ func TestHAProxyTech_ReloadsEveryTwoSeconds(t *testing.T) {
 		t.Run("haproxy-"+v, func(t *testing.T) {
 			backend := &arrivals{}
 			te := startTechWith(t, v, backend.handler("web-0"))
-			te.controllerArgs = []string{"--sync-period=1s"}
+			te.controllerArgs = []string{"--sync-period=500ms"}
 			a := te.startPod(t, 1, "ingress-a")
 			b := te.startPod(t, 2, "ingress-b")
 			for _, n := range te.e.H.Nodes() {

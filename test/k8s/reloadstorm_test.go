@@ -186,6 +186,12 @@ type stormRun struct {
 	reloadAfter      time.Time     // the first reload HAProxy started stormReadingLag or more after the last request
 }
 
+// stormEditPhase is how long after the stop request (and the replacement's
+// Ready) an edit comes: its reload starts 0.2-0.8 s later (both
+// controllers, measured), after the last request's reading and before
+// kube-proxy's confirmation.
+const stormEditPhase = 600 * time.Millisecond
+
 // stormReadingLag is how long after a request reaches HAProxy the counters
 // read show it, with room for a loaded machine: a poll every 100 ms, each
 // taking a few ms idle.
@@ -197,9 +203,9 @@ func (r stormRun) String() string {
 }
 
 // run runs the scenario and checks it. The edits come every stormEvery,
-// from 1.5 s before the stop request on: 0.5 s after the stop and after
-// the replacement's Ready, so that reloads land in the drain while
-// requests arrive, and one starts between the last request (the
+// from 1.4 s before the stop request on: stormEditPhase after the stop
+// and after the replacement's Ready, so that reloads land in the drain
+// while requests arrive, and one starts between the last request (the
 // replacement's Ready) and routing's confirmation, about 1.8 s later.
 func (s storm) run(t *testing.T) stormRun {
 	t.Helper()
@@ -224,7 +230,7 @@ func (s storm) run(t *testing.T) stormRun {
 	tr := startTraffic(t, s.url, h.Nodes(), nil)
 	s.backend.onlyFrom(t, s.draining.Pod.IP, s.other.IP)
 	edits := startEdits(t, s.edit)
-	time.Sleep(2*stormEvery - stormEvery/4)
+	time.Sleep(2*stormEvery - stormEditPhase)
 	before, _ := s.backend.from(s.draining.Pod.IP)
 	watch := watchDrain(s.status)
 	api(func(ctx context.Context) error { return h.DeletePod(ctx, s.draining.Pod, s.grace) })
