@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hapsuper/hapsuper/status"
 	"github.com/hapsuper/hapsuper/test/harness"
 	"github.com/hapsuper/hapsuper/test/harness/kube"
 	"github.com/hapsuper/hapsuper/test/k8s/k8stest"
@@ -74,6 +77,84 @@ func runRealTech(t *testing.T, version string) {
 		t.Logf("HAProxy %s, %s", version, r)
 	}
 	_ = c
+}
+
+// The real controller through a reload storm (reloadstorm_test.go), on
+// HAProxy 3.2 and 3.4: an Ingress annotation the controller turns into a
+// backend change, and so a reload, edited every 2 s from before the stop
+// request until hapsuper exits, while kube-proxy falls back to the deleted
+// pod for 8 s because the other pod is not Ready. The controller applies
+// changes once per --sync-period (5 s by default, the chart's too): the
+// pods run it with --sync-period=500ms, so that each edit is its own
+// reload, within about a second of it (with 1s, an edit waited up to
+// 1.5 s for its reload, and once missed the 1.8 s between the last
+// request and routing's confirmation).
+// Nothing fails, at least three reloads land in the drain, none moves the
+// quiet clock, and the drain ends routed-away within the withdrawn quiet
+// period + 0.5 s of the later of the last request the pod forwarded and
+// routing's withdrawal.
+func TestHAProxyTech_ReloadsEveryTwoSeconds(t *testing.T) {
+	for _, v := range []string{"3.2", "3.4"} {
+		t.Run("haproxy-"+v, func(t *testing.T) {
+			backend := &arrivals{}
+			te := startTechWith(t, v, backend.handler("web-0"))
+			te.controllerArgs = []string{"--sync-period=500ms"}
+			a := te.startPod(t, 1, "ingress-a")
+			b := te.startPod(t, 2, "ingress-b")
+			for _, n := range te.e.H.Nodes() {
+				waitSeen(t, n, te.url, 30*time.Second, "web-0")
+			}
+			s := storm{
+				e: te.e, url: te.url, backend: backend, draining: a.hapPod, other: b.Pod, grace: techGrace,
+				edit:    te.patchTimeoutServer,
+				reloads: a.controllerReloads,
+				status:  a.status,
+			}
+			r := s.run(t)
+			t.Logf("the controller logged %d reloads required in the drain", a.reloadsRequired(r.term, r.Soft))
+		})
+	}
+}
+
+// patchTimeoutServer edits the Ingress's haproxy.org/timeout-server: a
+// change of its backend, which the controller applies by a reload.
+func (te *techEnv) patchTimeoutServer(i int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"haproxy.org/timeout-server":"%ds"}}}`, 30+i%20)
+	_, err := te.e.H.Client.NetworkingV1().Ingresses(k8stest.PodNamespace).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// controllerReloads is the reloads the controller sent over the master
+// CLI that hapsuper logged ok.
+func (p *techPod) controllerReloads() []harness.Entry {
+	var out []harness.Entry
+	for _, l := range p.All("haproxy reloaded") {
+		if l.Str("origin") == "master CLI" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// reloadsRequired counts the controller's "reload required" lines (relayed
+// by hapsuper) between from and to.
+func (p *techPod) reloadsRequired(from, to time.Time) int {
+	n := 0
+	for _, l := range p.All("companion") {
+		if strings.Contains(l.Str("line"), "reload required") && !l.At.Before(from) && (to.IsZero() || l.At.Before(to)) {
+			n++
+		}
+	}
+	return n
+}
+
+// status asks hapsuper's status socket, at its default path in the
+// container (/var/run is the chart's emptyDir at /run), through the
+// container's root.
+func (p *techPod) status() (status.Snapshot, error) {
+	return fetchStatus(fmt.Sprintf("/proc/%d/root/run/hapsuper/status.sock", p.Pid()))
 }
 
 // The real controller's fatal start: with a token the apiserver refuses,
@@ -143,12 +224,21 @@ type techEnv struct {
 	sa      string
 	idle    time.Duration // the longer of the values' timeout-http-keep-alive and timeout-client
 	url     string        // the chart's Service
+
+	controllerArgs []string // more arguments of the controller, after the chart's
 }
 
 // startTech starts a 2-node cluster with the rendered chart's objects but
 // its Deployment, the backend pod web-0 (node2) behind Service web, and an
 // Ingress of class haproxy routing / to it.
 func startTech(t *testing.T, version string) *techEnv {
+	t.Helper()
+	return startTechWith(t, version, nil)
+}
+
+// startTechWith is startTech with the backend's handler (nil: the pod's
+// name).
+func startTechWith(t *testing.T, version string, backend http.Handler) *techEnv {
 	t.Helper()
 	controller := kube.HAProxyTechControllerDir(t)
 	root := haproxyRoot(t, version)
@@ -220,7 +310,7 @@ func startTech(t *testing.T, version string) *techEnv {
 	}
 
 	web := h.AddPod(t, 2, "web-0", map[string]string{"app": "web"})
-	web.ServeHTTP(t, 8080, nil)
+	web.ServeHTTP(t, 8080, backend)
 	if err := h.SetPodReady(ctx, web, true); err != nil {
 		t.Fatal(err)
 	}
@@ -348,6 +438,7 @@ func (te *techEnv) launchPod(t *testing.T, node int, name, token string) *techPo
 	}
 	env = append(env, "KUBERNETES_SERVICE_HOST="+api.Addr().String(), fmt.Sprintf("KUBERNETES_SERVICE_PORT=%d", api.Port()))
 	argv := append(slices.Clone(te.dropIn.Entrypoint), te.pod.Container.Args...)
+	argv = append(argv, te.controllerArgs...)
 
 	c := kube.StartTech(t, kp, filepath.Join(dir, "container"), kube.TechMounts{Layer: te.layer, Root: te.root, Token: sa}, env, argv)
 	p := &techPod{hapPod: &hapPod{Container: c.Container, e: te.e, observed: true}, c: c}
