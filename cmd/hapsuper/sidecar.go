@@ -116,14 +116,11 @@ func sidecarCommand(args []string, stdout, stderr io.Writer) int {
 
 // openSidecarRouting is routing.Open as the sidecar takes it.
 func openSidecarRouting(s conf.Settings, log *slog.Logger) (string, sidecar.Routing, error) {
-	c, err := routing.Open(s, log)
-	if err != nil {
-		return "", nil, err
+	mode, c, err := openCluster(s, log)
+	if c == nil {
+		return mode, nil, err
 	}
-	if !c.Observed() {
-		return string(c.Mode()), nil, nil
-	}
-	return string(c.Mode()), c, nil
+	return mode, c, nil
 }
 
 var _ sidecar.Routing = (*routing.Cluster)(nil)
