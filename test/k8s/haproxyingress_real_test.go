@@ -149,20 +149,12 @@ func startIngress(t *testing.T) *ingressEnv {
 func startIngressWith(t *testing.T, backend http.Handler) *ingressEnv {
 	t.Helper()
 	cache := ingressControllerCache(t)
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := k8stest.Start(t, k8stest.Options{Nodes: 2})
-	dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-drain-", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	env := kube.NewBareEnv(t, k8stest.Options{Nodes: 2})
+	h, dir := env.H, env.Dir
 	if err := os.Chmod(dir, 0o755); err != nil { // the controller (uid 99) reads its files below
 		t.Fatal(err)
 	}
-	e := &drainEnv{&kube.Env{H: h, Bin: bin, Dir: dir}}
+	e := &drainEnv{env}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ns := k8stest.PodNamespace

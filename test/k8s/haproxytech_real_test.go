@@ -242,17 +242,9 @@ func startTechWith(t *testing.T, version string, backend http.Handler) *techEnv 
 	t.Helper()
 	controller := kube.HAProxyTechControllerDir(t)
 	root := haproxyRoot(t, version)
-	bin, err := harness.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := k8stest.Start(t, k8stest.Options{Nodes: 2})
-	dir, err := os.MkdirTemp("", fmt.Sprintf("hapsuper-k8s-%d-drain-", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	te := &techEnv{e: &drainEnv{&kube.Env{H: h, Bin: bin, Dir: dir}}, version: version, root: root, dropIn: kube.ReadDropIn(t)}
+	env := kube.NewBareEnv(t, k8stest.Options{Nodes: 2})
+	h, bin, dir := env.H, env.Bin, env.Dir
+	te := &techEnv{e: &drainEnv{env}, version: version, root: root, dropIn: kube.ReadDropIn(t)}
 	te.layer = filepath.Join(dir, "layer")
 	kube.MakeTechLayer(t, te.layer, root, bin, controller)
 
@@ -260,6 +252,7 @@ func startTechWith(t *testing.T, version string, backend http.Handler) *techEnv 
 	defer cancel()
 	ns := k8stest.PodNamespace
 	r := kube.RenderHAProxyTechIn(t, ns)
+	var err error
 	if te.pod, err = kube.ParseTechPod(r); err != nil {
 		t.Fatal(err)
 	}

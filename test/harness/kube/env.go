@@ -31,11 +31,10 @@ type Env struct {
 	Kubeconfig string // ServiceAccount hapsuper's token, CA, apiserver address
 }
 
-// NewEnv builds hapsuper (once per process), starts a cluster, applies the
-// kube-proxy overlay's RBAC, rendered into the pods' namespace, and writes
-// a kubeconfig holding a token of its ServiceAccount (TokenRequest API),
-// checked to list what hapsuper lists.
-func NewEnv(t harness.TB, opts k8stest.Options) *Env {
+// NewBareEnv builds hapsuper (once per process), starts a cluster and
+// makes the pods' directory, removed at the test's end: an Env without
+// RBAC or kubeconfig, for pods whose chart brings its own.
+func NewBareEnv(t harness.TB, opts k8stest.Options) *Env {
 	t.Helper()
 	bin, err := harness.Binary()
 	if err != nil {
@@ -49,11 +48,20 @@ func NewEnv(t harness.TB, opts k8stest.Options) *Env {
 		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	e := &Env{H: h, Bin: bin, Dir: dir, Kubeconfig: filepath.Join(dir, "hapsuper.kubeconfig")}
+	return &Env{H: h, Bin: bin, Dir: dir}
+}
 
+// NewEnv builds hapsuper (once per process), starts a cluster, applies the
+// kube-proxy overlay's RBAC, rendered into the pods' namespace, and writes
+// a kubeconfig holding a token of its ServiceAccount (TokenRequest API),
+// checked to list what hapsuper lists.
+func NewEnv(t harness.TB, opts k8stest.Options) *Env {
+	t.Helper()
+	e := NewBareEnv(t, opts)
+	e.Kubeconfig = filepath.Join(e.Dir, "hapsuper.kubeconfig")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := NewApplier(t, h).ApplyRBAC(ctx, RenderIn(t, "overlays/kube-proxy", k8stest.PodNamespace, "")); err != nil {
+	if _, err := NewApplier(t, e.H).ApplyRBAC(ctx, RenderIn(t, "overlays/kube-proxy", k8stest.PodNamespace, "")); err != nil {
 		t.Fatalf("%v", err)
 	}
 	if err := e.writeKubeconfig(ctx); err != nil {
