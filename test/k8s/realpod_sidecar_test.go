@@ -162,8 +162,10 @@ func followSidecarLog(ctx context.Context, h *k8stest.Harness, pod string) *harn
 // kubelet runs the same preStop hook, which the gate answers at once (the
 // pod is not being deleted), the container restarts, the sidecar keeps
 // running (no restart) and starts no drain. The scale-down then removes
-// that pod (a ReplicaSet deletes the pod with more restarts first): the
-// drain is that of a sidecar that outlived an HAProxy restart.
+// that pod, given the lower controller.kubernetes.io/pod-deletion-cost: the
+// drain is that of a sidecar that outlived an HAProxy restart. (Restarts
+// alone do not decide it: the ReplicaSet ranks the time since each pod
+// became ready, on a log scale, before them.)
 func TestRealPod_Sidecar(t *testing.T) {
 	began := time.Now()
 	h, ctx, pods := startSidecarRealPods(t, 3, 2)
@@ -208,6 +210,12 @@ func TestRealPod_Sidecar(t *testing.T) {
 	defer tr.Stop()
 	time.Sleep(2 * time.Second)
 
+	// The ReplicaSet deletes the pod of lower deletion cost first, before it
+	// compares ready times and restarts.
+	cost := `{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"-100"}}}`
+	if _, err := h.Client.CoreV1().Pods(realPodNS).Patch(ctx, pods[0].Name, types.MergePatchType, []byte(cost), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("pod %s: set its deletion cost: %v", pods[0].Name, err)
+	}
 	scaled := time.Now()
 	if _, err := h.Client.AppsV1().Deployments(realPodNS).Patch(ctx, "haproxy", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("scale down: %v", err)
@@ -215,8 +223,7 @@ func TestRealPod_Sidecar(t *testing.T) {
 	gone, last := waitPodGone(ctx, t, h, pods)
 	t.Logf("pod %s removed %v after the scale-down", gone, time.Since(scaled).Round(time.Millisecond))
 	if gone != pods[0].Name {
-		// The ReplicaSet deletes the pod with more restarts first.
-		t.Errorf("pod %s removed, want %s, whose HAProxy restarted: the drain of a sidecar that outlived a restart", gone, pods[0].Name)
+		t.Errorf("pod %s removed, want %s, whose HAProxy restarted and whose deletion cost is lower: the drain of a sidecar that outlived a restart", gone, pods[0].Name)
 	}
 	time.Sleep(time.Second)
 	tr.Stop()
