@@ -25,11 +25,11 @@ import (
 )
 
 // The metrics client reads kube-proxy's /metrics (--metrics-bind-address)
-// for the three samples the confirmation uses (judge.Metrics) and nothing
+// for the samples the confirmation uses (judge.Metrics) and nothing
 // else. It scans the text exposition line by line rather than handing it
 // to prometheus/common's expfmt: expfmt parses every family into memory
 // (kube-proxy's answer is 100-300 KB of histograms and Go runtime
-// families, times thousands of nodes per round), and three single-sample
+// families, times thousands of nodes per round), and a few single-sample
 // lines need no parser. Bounds: maxMetricsAnswer bytes, the request's
 // timeout, lines longer than maxMetricsLine skipped; the scan stops once
 // the last family it wants (process_start_time_seconds: families come
@@ -39,6 +39,8 @@ import (
 // is one of theirs.
 const (
 	metricSyncStamp   = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	metricSyncCount   = "kubeproxy_sync_proxy_rules_duration_seconds_count"
+	metricSyncSum     = "kubeproxy_sync_proxy_rules_duration_seconds_sum"
 	metricPending     = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"
 	metricStart       = "process_start_time_seconds"
 	maxMetricsAnswer  = 4 << 20
@@ -71,7 +73,7 @@ func parseMetrics(r io.Reader) (judge.Metrics, error) {
 // r; it stops at the samples, leaving the rest of r, and what br holds of
 // it, unread.
 func parseMetricsWith(br *bufio.Reader, r io.Reader) (judge.Metrics, error) {
-	m := judge.Metrics{Synced: map[discovery.AddressType]time.Time{}}
+	m := judge.Metrics{Synced: map[discovery.AddressType]time.Time{}, Durations: map[discovery.AddressType]judge.SyncDurations{}}
 	lr := &io.LimitedReader{R: r, N: maxMetricsAnswer + 1}
 	br.Reset(lr)
 	var line []byte
@@ -134,6 +136,25 @@ func takeLine(m *judge.Metrics, l []byte) (done bool, err error) {
 		if !t.IsZero() {
 			m.Synced[fam] = t
 		}
+	case metricSyncCount, metricSyncSum:
+		fam := discovery.AddressType(labelValue(labels, "ip_family"))
+		if fam != discovery.AddressTypeIPv4 && fam != discovery.AddressTypeIPv6 {
+			return false, nil
+		}
+		v, err := strconv.ParseFloat(string(value), 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			return false, fmt.Errorf("%s %q: not a count of seconds", name, clipPeer(string(value)))
+		}
+		d := m.Durations[fam]
+		if string(name) == metricSyncCount {
+			if v > math.MaxInt64 || v != math.Trunc(v) {
+				return false, fmt.Errorf("%s %q: not a count", name, clipPeer(string(value)))
+			}
+			d.Count = uint64(v)
+		} else {
+			d.Sum = v
+		}
+		m.Durations[fam] = d
 	case metricPending:
 		v, err := strconv.ParseFloat(string(value), 64)
 		if err != nil || v < 0 || v > math.MaxInt32 || v != math.Trunc(v) {

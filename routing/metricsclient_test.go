@@ -11,6 +11,8 @@ import (
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/hapsuper/hapsuper/routing/judge"
 )
 
 // kubeProxyMetrics is the shape of kube-proxy 1.37's /metrics around the
@@ -20,9 +22,13 @@ const kubeProxyMetrics = `# HELP go_goroutines Number of goroutines that current
 go_goroutines 71
 # HELP kubeproxy_sync_proxy_rules_duration_seconds [ALPHA] SyncProxyRules latency in seconds
 # TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram
-kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="0.001"} 0
-kubeproxy_sync_proxy_rules_duration_seconds_sum 0.52
-kubeproxy_sync_proxy_rules_duration_seconds_count 17
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="0.001"} 0
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="+Inf"} 17
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 0.52
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 17
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="+Inf"} 16
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 0.4375
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"} 16
 # HELP kubeproxy_sync_proxy_rules_endpoint_changes_pending [ALPHA] Pending proxy rules Endpoint changes
 # TYPE kubeproxy_sync_proxy_rules_endpoint_changes_pending gauge
 kubeproxy_sync_proxy_rules_endpoint_changes_pending 0
@@ -55,6 +61,12 @@ func TestParseMetrics(t *testing.T) {
 	if !m.HasPending || m.Pending != 0 {
 		t.Errorf("pending %d (%v), want 0", m.Pending, m.HasPending)
 	}
+	if got, want := m.Durations[discovery.AddressTypeIPv4], (judge.SyncDurations{Count: 17, Sum: 0.52}); got != want {
+		t.Errorf("IPv4 sync durations %+v, want %+v", got, want)
+	}
+	if got, want := m.Durations[discovery.AddressTypeIPv6], (judge.SyncDurations{Count: 16, Sum: 0.4375}); got != want {
+		t.Errorf("IPv6 sync durations %+v, want %+v", got, want)
+	}
 
 	pending := strings.Replace(kubeProxyMetrics, "changes_pending 0", "changes_pending 3", 1)
 	if m, err := parseMetrics(strings.NewReader(pending)); err != nil || m.Pending != 3 {
@@ -74,6 +86,8 @@ func TestParseMetricsRefuses(t *testing.T) {
 		"bad start":        strings.Replace(kubeProxyMetrics, "process_start_time_seconds 1.76484e+09", "process_start_time_seconds NaN", 1),
 		"bad pending":      strings.Replace(kubeProxyMetrics, "changes_pending 0", "changes_pending -1", 1),
 		"bad stamp":        strings.Replace(kubeProxyMetrics, "1.76484480125e+09", "+Inf", 1),
+		"bad count":        strings.Replace(kubeProxyMetrics, `_count{ip_family="IPv4"} 17`, `_count{ip_family="IPv4"} 1.5`, 1),
+		"bad sum":          strings.Replace(kubeProxyMetrics, `_sum{ip_family="IPv4"} 0.52`, `_sum{ip_family="IPv4"} NaN`, 1),
 		"html":             "<html><body>404</body></html>",
 	} {
 		if _, err := parseMetrics(strings.NewReader(body)); err == nil {

@@ -136,7 +136,7 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 	if via.reconnected {
 		n.Reconnected()
 	}
-	n.Record(h, sent, received, o.judging.Rule.Allowance, via.kept)
+	n.Record(h, sent, received, o.judging.Rule.For(n).Allowance, via.kept)
 	if o.serving() || o.confirmed(n, received.Sub(sent)) {
 		return // no metrics while serving (baseline.go)
 	}
@@ -185,6 +185,7 @@ func (o *Observer) readMetrics(ctx context.Context, n *judge.Node) {
 	switch {
 	case errors.As(err, &silent):
 		o.metricsOff[n] = true
+		n.MetricsOff()
 		o.log.Info("kube-proxy metrics not read: not asked again in this drain, healthz alone judges the node", "node", n.Name, "err", err)
 	case err != nil:
 		// Healthz alone judges the node: a metrics answer missing proves

@@ -90,8 +90,11 @@ type modelProxier struct {
 	took        bool      // the running sync took the withdrawal
 	lastUpdated time.Time // healthz's stamp, our clock; zero: no status yet
 	lastSync    time.Time // metrics' last_timestamp, our clock; zero: none
-	loop        bool      // SyncLoop has started
-	initialized bool      // its informers have synced
+	started     time.Time // the running sync's start
+	count       int       // the duration histogram's count and sum
+	sum         time.Duration
+	loop        bool // SyncLoop has started
+	initialized bool // its informers have synced
 }
 
 // modelProcess is one kube-proxy process.
@@ -300,7 +303,7 @@ func (m *kubeProxyModel) wake(now time.Time, x *modelProxier) {
 	if x.running || !x.queued || !x.loop || !x.initialized || now.Before(x.minUntil) {
 		return
 	}
-	x.queued, x.running, x.took = false, true, x.withdrawal
+	x.queued, x.running, x.took, x.started = false, true, x.withdrawal, now
 	x.withdrawal, x.pending = false, 0
 	m.proc.gauge = 0 // checkoutChanges, at the sync's start
 	d := m.syncMin + time.Duration(m.rng.Int64N(int64(m.syncMax-m.syncMin)+1))
@@ -327,6 +330,8 @@ func (m *kubeProxyModel) busy(st time.Time, d time.Duration) time.Time {
 func (m *kubeProxyModel) syncEnd(now time.Time, x *modelProxier) {
 	x.running = false
 	x.lastUpdated, x.lastSync = now, now
+	x.count++
+	x.sum += now.Sub(x.started)
 	x.minUntil = now.Add(m.minSync)
 	if x.took && x.fam == modelV4 && m.truth.IsZero() {
 		m.truth = now
@@ -387,11 +392,13 @@ func (m *kubeProxyModel) healthz(t time.Time) Healthz {
 func (m *kubeProxyModel) metrics(t time.Time) Metrics {
 	m.advance(t)
 	p := m.proc
-	mm := Metrics{ProcessStart: p.startRead.Add(m.skew), Synced: map[discovery.AddressType]time.Time{}, Pending: p.gauge, HasPending: true}
+	mm := Metrics{ProcessStart: p.startRead.Add(m.skew), Synced: map[discovery.AddressType]time.Time{}, Pending: p.gauge, HasPending: true,
+		Durations: map[discovery.AddressType]SyncDurations{}}
 	for _, x := range p.proxiers {
 		if !x.lastSync.IsZero() {
 			mm.Synced[x.fam] = x.lastSync.Add(m.skew + 20*time.Microsecond)
 		}
+		mm.Durations[x.fam] = SyncDurations{Count: uint64(x.count), Sum: x.sum.Seconds()}
 	}
 	return mm
 }

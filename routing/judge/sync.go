@@ -418,8 +418,8 @@ type Rule struct {
 }
 
 // judge says whether a sync provably holds a change we received at r; late
-// is Node.reference, resumed Node.resumed.
-func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time) (NodeVerdict, string) {
+// is Node.reference, resumed Node.resumed; measured is Node.measured.
+func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool) (NodeVerdict, string) {
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -438,10 +438,13 @@ func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time) (NodeVerdict, str
 		// cannot confirm by lateness); only a later one on this connection,
 		// from the same process, is a sync.
 		return NodePending, "lastUpdated first seen on a new connection, after the change: it may be a kube-proxy restarted since, stamping its start, not a sync; waiting for a later one"
+	case !f.earliest.Before(late.Add(ru.Allowance)) && !measured:
+		return NodePending, "a sync completed late enough; waiting for kube-proxy's metrics to say how long it took"
 	case !f.earliest.Before(late.Add(ru.Allowance)):
 		// Completed at least D after our receipt (after a stall, after the
 		// catch-up): it started after kube-proxy had the change, so it
-		// holds it.
+		// holds it. (Rule.For has raised D to the syncs the metrics
+		// measured.)
 		return NodeConfirmed, ""
 	case f.earliest.Before(r.Add(-ru.Lag)):
 		// Completed before kube-proxy can have had the change: the sync
@@ -523,6 +526,7 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgem
 	if !n.answered && n.problem != nil {
 		return judgement{verdict: n.problem.verdict(), why: n.problem.Msg}
 	}
+	ru = ru.For(n)
 	worst, why, witness := NodeConfirmed, "", WitnessHealthz
 	var syncedBy time.Time
 	undated := false
@@ -531,7 +535,7 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgem
 		if f := n.sync(fam); f != nil {
 			late := n.reference(f, r, ru.MinSync)
 			resumed := maxTime(late, n.resumed(r, ru.Lag, ru.MinSync))
-			v, w = ru.judge(f, r, late, resumed)
+			v, w = ru.judge(f, r, late, resumed, n.measured(f))
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited

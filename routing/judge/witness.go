@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"math"
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
@@ -24,6 +25,13 @@ const (
 //     kube-proxy receives an EndpointSlice change, set to 0 when a sync
 //     takes the pending changes, at its start (endpointschangetracker.go
 //     checkoutChanges), not when its rules are written.
+//   - kubeproxy_sync_proxy_rules_duration_seconds{ip_family}, its _count
+//     and _sum: every sync's duration, observed when the sync returns, a
+//     moment after it stamps its completion (the deferred Observe in
+//     syncProxyRules; the duration runs from before the sync takes the
+//     pending changes). Between two answers of one process, one more sync
+//     counted is measured exactly by the sum's growth; several are each
+//     bounded by it.
 //
 // Times are the node's clock.
 type Metrics struct {
@@ -31,6 +39,17 @@ type Metrics struct {
 	Synced       map[discovery.AddressType]time.Time // last successful sync per family
 	Pending      int
 	HasPending   bool // the pending gauge was in the answer
+	// Durations is the sync-duration histogram's count and sum per family;
+	// a family missing from it is not measured.
+	Durations map[discovery.AddressType]SyncDurations
+}
+
+// SyncDurations is kubeproxy_sync_proxy_rules_duration_seconds's _count
+// and _sum for one family: the syncs run since the process started, and
+// their total duration in seconds.
+type SyncDurations struct {
+	Count uint64
+	Sum   float64
 }
 
 // sameSync bounds how far after healthz's per-family stamp the metrics'
@@ -64,13 +83,20 @@ type metricsFacts struct {
 	// seq counts the stamps taken, every family: a stamp and an answer
 	// with no pending change are ordered by it.
 	seq uint64
+	// off: the metrics are not read again (MetricsOff); no sync waits for
+	// them to measure it.
+	off bool
 }
 
 // metricsFamily is the successful syncs seen of one family, oldest first:
-// stamps only rise, so the last is the newest.
+// stamps only rise, so the last is the newest; and the duration
+// histogram's count and sum at the last answer that had them (counted).
 type metricsFamily struct {
-	fam    discovery.AddressType
-	stamps []metricsStamp
+	fam     discovery.AddressType
+	stamps  []metricsStamp
+	count   uint64
+	sum     float64
+	counted bool
 }
 
 // metricsStamp is one sync stamp read, taken when metricsFacts.seq became
@@ -79,11 +105,23 @@ type metricsFamily struct {
 // answer that carried one, count (any listener on the node's metrics
 // port can serve a start time older than healthz's connection; only
 // kube-proxy serves healthz's stamps).
+//
+// took bounds how long the sync took (the sum's growth over the syncs
+// counted since the answer before): tookUnknown until an answer counts
+// it, tookUnmeasured when no answer can (it was counted before the first
+// answer with the histogram, or the answer had none).
 type metricsStamp struct {
 	at   time.Time
 	seq  uint64
+	took time.Duration
 	tied bool
 }
+
+// The two values of metricsStamp.took that are no duration.
+const (
+	tookUnknown    time.Duration = 0
+	tookUnmeasured time.Duration = -1
+)
 
 // zeroRead is an answer that had no pending change: sent at our clock,
 // taken when seq stamps had been, carrying the stamps numbered carried
@@ -113,21 +151,66 @@ func (mf *metricsFacts) newest(fam discovery.AddressType) *metricsStamp {
 	return nil
 }
 
-// take keeps a successful sync of fam stamped t, when it is newer than
-// the newest kept (the caller has reset the facts for an older one), and
-// returns the seq of the stamp that holds t.
-func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time) uint64 {
-	f := mf.family(fam)
-	if f == nil {
-		mf.fams = append(mf.fams, metricsFamily{fam: fam})
-		f = &mf.fams[len(mf.fams)-1]
+// ensure is fam's syncs seen, added when none are.
+func (mf *metricsFacts) ensure(fam discovery.AddressType) *metricsFamily {
+	if f := mf.family(fam); f != nil {
+		return f
 	}
+	mf.fams = append(mf.fams, metricsFamily{fam: fam})
+	return &mf.fams[len(mf.fams)-1]
+}
+
+// measure takes an answer's duration histogram of f's family (ok: the
+// answer had it) and returns what it says of the syncs counted since the
+// answer before: the sum's growth, which bounds each of them (exact for
+// one); tookUnknown when none was counted since; tookUnmeasured when there
+// is no answer before to count from, or no histogram.
+func (f *metricsFamily) measure(d SyncDurations, ok bool) time.Duration {
+	if !ok {
+		f.counted = false
+		return tookUnmeasured
+	}
+	took := tookUnmeasured
+	if f.counted && d.Count >= f.count && d.Sum >= f.sum {
+		took = tookUnknown
+		if d.Count > f.count {
+			// Rounded up, at least a nanosecond: the sum is a float of seconds.
+			took = time.Duration(math.Ceil((d.Sum-f.sum)*float64(time.Second))) + time.Microsecond
+		}
+	}
+	f.count, f.sum, f.counted = d.Count, d.Sum, true
+	return took
+}
+
+// take keeps a successful sync of fam stamped t, when it is newer than
+// the newest kept (the caller has reset the facts for an older one), with
+// took, what the answer's histogram said of the syncs counted since the
+// answer before (measure), and returns the seq of the stamp that holds t.
+// When t is the newest kept and its duration is still unknown (the answer
+// before showed the stamp before the sync counted itself), took is its.
+func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time, took time.Duration) uint64 {
+	f := mf.ensure(fam)
 	if len(f.stamps) > 0 && !t.After(f.stamps[len(f.stamps)-1].at) {
-		return f.stamps[len(f.stamps)-1].seq
+		s := &f.stamps[len(f.stamps)-1]
+		if s.took == tookUnknown && took != tookUnknown && t.Equal(s.at) {
+			s.took = took
+		}
+		return s.seq
 	}
 	mf.seq++
-	f.stamps = appendBounded(f.stamps, metricsStamp{at: t, seq: mf.seq}, maxMetricsStamps)
+	f.stamps = appendBounded(f.stamps, metricsStamp{at: t, seq: mf.seq, took: took}, maxMetricsStamps)
 	return mf.seq
+}
+
+// slowest is the longest sync the kept stamps measured; 0 when none did.
+func (mf *metricsFacts) slowest() time.Duration {
+	var d time.Duration
+	for i := range mf.fams {
+		for _, s := range mf.fams[i].stamps {
+			d = max(d, s.took)
+		}
+	}
+	return d
 }
 
 // stamp is the kept stamp numbered seq; nil when none is (dropped, or 0).
@@ -243,11 +326,18 @@ func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) MetricsNote {
 		}
 	}
 	mf.start = m.ProcessStart
+	for fam, d := range m.Durations {
+		if _, ok := m.Synced[fam]; !ok {
+			mf.ensure(fam).measure(d, true) // no sync stamped yet: counted for the next answer
+		}
+	}
 	var carried [2]uint64
 	i := 0
 	for fam, t := range m.Synced {
+		d, ok := m.Durations[fam]
+		took := mf.ensure(fam).measure(d, ok)
 		if !t.IsZero() && i < len(carried) {
-			carried[i] = mf.take(fam, t)
+			carried[i] = mf.take(fam, t, took)
 			i++
 		}
 	}
@@ -400,4 +490,56 @@ func absDuration(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// MetricsOff says the node's metrics are not read again (its port refused
+// or did not answer): a sync healthz shows is judged without waiting for
+// them to measure it; what they said before stands.
+func (n *Node) MetricsOff() {
+	if n.metrics != nil {
+		n.metrics.off = true
+	}
+}
+
+// For is the rule for node n. Where kube-proxy's metrics measured its
+// syncs (the stamps kept, this drain, of the process that answers
+// healthz), D is at least the longest of them plus the watch's skew (Lag,
+// assumed to bound how late kube-proxy gets a change after us as it bounds
+// how early): a sync that completed D after our receipt started after
+// kube-proxy had the change only while one sync takes less than D less
+// that skew, and under load kube-proxy's syncs took up to seconds
+// (docs/routing.md). A larger D only delays confirmation.
+func (ru Rule) For(n *Node) Rule {
+	if !n.sameProcess() {
+		return ru
+	}
+	if s := n.metrics.slowest(); s > 0 {
+		ru.Allowance = max(ru.Allowance, max(ru.Lag, 0)+s)
+	}
+	return ru
+}
+
+// measured says whether the sync healthz shows for f may be judged by
+// when it completed: kube-proxy's metrics are not read for n (or come from
+// another process), or they measured how long that sync took (For), or
+// they cannot (no histogram; counted before the first answer). False while
+// the metrics have not yet shown it: the next answer will, a moment after
+// healthz's (readMetrics follows every healthz answer of a node not yet
+// confirmed).
+func (n *Node) measured(f *syncFacts) bool {
+	if !n.sameProcess() || n.metrics.off {
+		return true
+	}
+	fm := n.metrics.family(f.family())
+	if fm == nil || !fm.counted {
+		return true
+	}
+	for _, s := range fm.stamps {
+		if d := s.at.Sub(f.updated()); d >= 0 && d <= sameSync {
+			return s.took != tookUnknown
+		}
+	}
+	// Not shown by the metrics yet, or older than every stamp they kept (a
+	// newer sync then exists, and healthz shows it next).
+	return false
 }

@@ -467,3 +467,96 @@ func TestWitnessBackwardsStampAfterRestart(t *testing.T) {
 	s.expect(NodeConfirmed, "")
 	s.expectWitness(WitnessMetrics)
 }
+
+// metricsTook is metrics with the IPv4 sync-duration histogram: `count`
+// syncs run since the process started, taking `sum` in all.
+func (s *nodeScenario) metricsTook(at, sync time.Duration, count uint64, sum time.Duration) MetricsNote {
+	m := Metrics{ProcessStart: s.t0.Add(-hour),
+		Synced:    map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.t0.Add(sync)},
+		Durations: map[discovery.AddressType]SyncDurations{discovery.AddressTypeIPv4: {Count: count, Sum: sum.Seconds()}}}
+	return s.n.RecordMetrics(m, s.t0.Add(at), s.t0.Add(at+5*ms))
+}
+
+// A sync that completed D after the change but took longer than D, less
+// the watch's skew, started before kube-proxy can have had it: the
+// metrics' histogram measures it, and the rule waits for a later sync.
+// (Under load kube-proxy's syncs took up to 4.5 s, and healthz alone
+// confirmed such a sync while its rules still held the pod.)
+func TestWitnessSlowSyncIsNotLateEnough(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms) // before the change
+	s.metricsTook(905*ms, 400*ms, 10, time.Second)
+	s.expect(NodePending, "no sync since the change")
+	// A sync from 700 ms to 1400 ms: it began before the change (1 s).
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.expect(NodePending, "waiting for kube-proxy's metrics to say how long it took")
+	s.metricsTook(1520*ms, 1400*ms+20*time.Microsecond, 11, 1700*ms)
+	s.expect(NodePending, "last sync may predate the change")
+	if d := s.rule.For(s.n).Allowance; d != 800*ms+time.Microsecond {
+		t.Errorf("allowance %v, want the 700 ms sync + the 100 ms skew", d)
+	}
+	// The next sync, 2400 ms to 2430 ms, holds the change.
+	s.answer(2500*ms, 10*ms, 2430*ms)
+	s.expect(NodePending, "waiting for kube-proxy's metrics")
+	s.metricsTook(2520*ms, 2430*ms+20*time.Microsecond, 12, 1730*ms)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessHealthz)
+}
+
+// The same sync, 30 ms long, confirms once the metrics measured it.
+func TestWitnessMeasuredSyncConfirms(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsTook(905*ms, 400*ms, 10, time.Second)
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.expect(NodePending, "waiting for kube-proxy's metrics")
+	s.metricsTook(1520*ms, 1400*ms+20*time.Microsecond, 11, 1030*ms)
+	s.expect(NodeConfirmed, "")
+	if d := s.rule.For(s.n).Allowance; d != 250*ms {
+		t.Errorf("allowance %v, want D: a 30 ms sync raises nothing", d)
+	}
+}
+
+// kube-proxy stamps a sync's completion a moment before it counts its
+// duration: an answer between the two shows the stamp with the count
+// unmoved, and the next one measures it.
+func TestWitnessStampBeforeItsDuration(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsTook(905*ms, 400*ms, 10, time.Second)
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.metricsTook(1520*ms, 1400*ms+20*time.Microsecond, 10, time.Second)
+	s.expect(NodePending, "waiting for kube-proxy's metrics")
+	s.metricsTook(1620*ms, 1400*ms+20*time.Microsecond, 11, 1600*ms)
+	s.expect(NodePending, "last sync may predate the change")
+}
+
+// Where the metrics cannot measure a sync (no histogram in the answer, or
+// the first answer read already counted it), D alone judges it, as
+// healthz alone does.
+func TestWitnessUnmeasuredSyncJudgedByD(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metrics(905*ms, -hour, 400*ms, 0) // no histogram
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.expect(NodeConfirmed, "")
+
+	s = newNodeScenario(t)
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.metricsTook(1520*ms, 1400*ms+20*time.Microsecond, 11, 1700*ms) // the first answer read
+	s.expect(NodeConfirmed, "")
+}
+
+// A kube-proxy whose counter went back (a restart its start time does not
+// show) is counted afresh: the answer after the reset measures nothing.
+func TestWitnessDurationCounterReset(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsTook(905*ms, 400*ms, 10, time.Second)
+	s.answer(1500*ms, 10*ms, 1400*ms)
+	s.metricsTook(1520*ms, 1400*ms+20*time.Microsecond, 2, 100*ms)
+	s.expect(NodeConfirmed, "")
+	if d := s.rule.For(s.n).Allowance; d != 250*ms {
+		t.Errorf("allowance %v, want D", d)
+	}
+}
