@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hapsuper/hapsuper/routing"
 )
@@ -26,6 +27,7 @@ func kubeProxyMetricsRows(ctx context.Context, r *Report, client API, port int) 
 	}
 	var answered int
 	var failed []string
+	var slowest routing.NodeMetrics
 	for _, n := range nodes {
 		switch {
 		case n.Err != "":
@@ -34,9 +36,15 @@ func kubeProxyMetricsRows(ctx context.Context, r *Report, client API, port int) 
 			failed = append(failed, fmt.Sprintf("%s: metrics at %s lack the sync timestamp or the pending changes (kube-proxy before its first sync, or not kube-proxy)", n.Node, n.Addr))
 		default:
 			answered++
+			if n.MeanSync > slowest.MeanSync {
+				slowest = n
+			}
 		}
 	}
-	gain := "a healthz stamp that equals a successful sync's timestamp is a sync even after a restart, a new process start is a restart without a failed poll, and no pending change after the change confirms with the next sync"
+	gain := "a healthz stamp that equals a successful sync's timestamp is a sync even after a restart, a new process start is a restart without a failed poll, no pending change after the change confirms with the next sync, and each sync's duration is measured (D is raised on a node whose syncs take longer)"
+	if slowest.Syncs > 0 {
+		gain += fmt.Sprintf("; the slowest mean sync is %v over %d syncs (%s)", slowest.MeanSync.Round(time.Millisecond), slowest.Syncs, slowest.Node)
+	}
 	if len(failed) == 0 {
 		r.add(AreaKubeProxy, name, OK, fmt.Sprintf("kube-proxy metrics at port %d answer on all %d nodes: %s", port, answered, gain), "")
 		return

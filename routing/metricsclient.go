@@ -385,6 +385,10 @@ type NodeMetrics struct {
 	Started    time.Time
 	Synced     []string
 	HasPending bool
+	// Syncs is how many syncs its duration histogram counted, every
+	// family, since the process started; MeanSync their mean duration.
+	Syncs    uint64
+	MeanSync time.Duration
 }
 
 // ProbeKubeProxyMetrics lists the nodes and reads each node's kube-proxy
@@ -423,6 +427,14 @@ func ProbeKubeProxyMetrics(ctx context.Context, client API, port int) ([]NodeMet
 			out[i].Synced = append(out[i].Synced, string(fam))
 		}
 		slices.Sort(out[i].Synced)
+		var sum float64
+		for _, d := range m.Durations {
+			out[i].Syncs += d.Count
+			sum += d.Sum
+		}
+		if out[i].Syncs > 0 {
+			out[i].MeanSync = time.Duration(sum / float64(out[i].Syncs) * float64(time.Second))
+		}
 	})
 	slices.SortFunc(out, func(a, b NodeMetrics) int { return strings.Compare(a.Node, b.Node) })
 	return out, nil
