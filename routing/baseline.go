@@ -68,13 +68,13 @@ func (o *Observer) baselineEvery() time.Duration {
 func (o *Observer) baselineDue(n *judge.Node, now time.Time) time.Time {
 	every := o.baselineEvery()
 	jitter := spread(n.Name, int64(o.baseline.passes), every/5)
-	asked, ok := o.asked[n]
+	asked, ok := o.asked.get(n)
 	if !ok {
 		// A poll never made, placed so that this pass asks the node at
 		// now + spread, and a drain at once (nodeDue): never later than a
 		// poll interval ago.
 		asked = minTime(now.Add(-every-o.cfg.PollInterval+spread(n.Name, 0, every)+jitter), now.Add(-o.cfg.PollInterval))
-		o.asked[n] = asked
+		o.asked.set(n, asked)
 	}
 	return asked.Add(every - jitter)
 }
@@ -166,7 +166,7 @@ func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 			todo = append(todo, n)
 			// Asked now, as far as the next pass is concerned: the
 			// queue is built again from these once it is empty.
-			o.asked[n] = now
+			o.asked.set(n, now)
 		}
 	}
 	clear(q.nodes[:i])

@@ -2,8 +2,10 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // connSet tracks the open healthz connections per address, kept or in
@@ -24,18 +26,24 @@ func (s *connSet) track(dial dialFunc) dialFunc {
 		if err != nil {
 			return nil, err
 		}
-		tc := &trackedConn{Conn: c, set: s, addr: addr, inSet: true}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.byAddr == nil {
-			s.byAddr = map[string]*trackedConn{}
-		}
-		if next := s.byAddr[addr]; next != nil {
-			tc.next, next.prev = next, tc
-		}
-		s.byAddr[addr] = tc
-		return tc, nil
+		return s.add(addr, c), nil
 	}
+}
+
+// add puts c, open to addr, in the set until it is closed: a dialed
+// connection, or a parked one made a net.Conn again.
+func (s *connSet) add(addr string, c net.Conn) net.Conn {
+	tc := &trackedConn{Conn: c, set: s, addr: addr, inSet: true}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byAddr == nil {
+		s.byAddr = map[string]*trackedConn{}
+	}
+	if next := s.byAddr[addr]; next != nil {
+		tc.next, next.prev = next, tc
+	}
+	s.byAddr[addr] = tc
+	return tc
 }
 
 // close closes every connection open to addr; the transport drops them.
@@ -93,6 +101,15 @@ type trackedConn struct {
 	// under set.mu.
 	inSet      bool
 	prev, next *trackedConn
+}
+
+// SyscallConn is the socket's, so that a kept connection can be parked.
+func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *trackedConn) Close() error {

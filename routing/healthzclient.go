@@ -19,7 +19,8 @@ import (
 // poll: net/http's transport parks two goroutines on every kept-alive
 // connection, whose stacks (4-8 KB each, sized by the runtime from the
 // average stack) made most of the fan-out's RSS growth at a thousand nodes;
-// here an idle connection is the socket, the read buffer comes from a pool
+// here an idle connection is its socket, parked outside Go's net package
+// (parked.go), the read buffer comes from a pool
 // for the length of a request (healthzReaders), and the exchange runs on
 // the caller's goroutine. Safe for concurrent use: two requests to one
 // address at once take two connections, and one is kept.
@@ -31,25 +32,38 @@ type healthzClient struct {
 	idle idleConns[*keptConn]
 }
 
-// keptConn is a connection and the answer's byte budget it is read
-// through.
+// keptConn is a connection kept for a node's next poll: thousands are
+// kept at once, each as small as can be (parked.go).
 type keptConn struct {
-	net.Conn
-	budget answerBudget
-	// r reads through budget during an exchange; between two it is nil,
-	// unless the node sent bytes past the last answer: they stay with
-	// the connection, the start of what is read next.
-	r *bufio.Reader
+	net.Conn // nil while parked
+	// fd is the socket while parked (parked.go), -1 otherwise.
+	fd int32
 	// answered: the connection has carried an answer: whatever answers on
 	// it later is the process that answered then (a restarted kube-proxy
 	// has none of its predecessor's connections).
 	answered bool
-	// waiting is the path of a request that timed out before any byte of
-	// its answer came, written at sent: the connection is kept for its
-	// late answer (a healthz whose packets were dropped for a while, or a
-	// kube-proxy frozen, answers it once it can).
-	waiting string
-	sent    time.Time
+	// x is the read buffer and its byte budget during an exchange; between
+	// two it is nil, unless the node sent bytes past the last answer: they
+	// stay with the connection, the start of what is read next.
+	x *exchangeBuf
+	// waiting is a request that timed out before any byte of its answer
+	// came: the connection is kept for its late answer (a healthz whose
+	// packets were dropped for a while, or a kube-proxy frozen, answers it
+	// once it can).
+	waiting *waitingRequest
+}
+
+// exchangeBuf is what an exchange reads an answer through: a buffer, and
+// the byte budget between it and the connection.
+type exchangeBuf struct {
+	budget answerBudget
+	r      *bufio.Reader
+}
+
+// waitingRequest is a request written at sent whose answer has not come.
+type waitingRequest struct {
+	path string
+	sent time.Time
 }
 
 // answer is one healthz answer and how it came.
@@ -68,33 +82,41 @@ type answer struct {
 	reconnected bool
 }
 
-func newKeptConn(conn net.Conn) *keptConn {
-	return &keptConn{Conn: conn, budget: answerBudget{r: conn, over: errHeadTooLong}}
-}
+func newKeptConn(conn net.Conn) *keptConn { return &keptConn{Conn: conn, fd: -1} }
 
 // healthzReaders are the read buffers of the exchanges in flight: kept
 // per connection, thousands of idle connections held as many buffers.
-var healthzReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, healthzReadBuffer) }}
+var healthzReaders = sync.Pool{New: func() any {
+	x := &exchangeBuf{}
+	x.r = bufio.NewReaderSize(&x.budget, healthzReadBuffer)
+	return x
+}}
 
-// reader is kc's read buffer for an exchange: the one holding bytes
-// past the last answer, else one from the pool.
-func (kc *keptConn) reader() *bufio.Reader {
-	if kc.r == nil {
-		kc.r = healthzReaders.Get().(*bufio.Reader)
-		kc.r.Reset(&kc.budget)
+// reader is kc's read buffer for an exchange, reading from its
+// connection's from within budget: the one holding bytes past the last answer,
+// else one from the pool.
+func (kc *keptConn) reader(from io.Reader) *exchangeBuf {
+	if kc.x == nil {
+		kc.x = healthzReaders.Get().(*exchangeBuf)
 	}
-	return kc.r
+	kc.x.budget.r = from
+	return kc.x
 }
 
 // release gives kc's read buffer back to the pool at the end of an
 // exchange, unless it holds bytes and kc is kept.
 func (kc *keptConn) release(kept bool) {
-	if kc.r == nil || (kept && kc.r.Buffered() > 0) {
+	x := kc.x
+	if x == nil {
 		return
 	}
-	kc.r.Reset(nil)
-	healthzReaders.Put(kc.r)
-	kc.r = nil
+	x.budget.r = nil
+	if kept && x.r.Buffered() > 0 {
+		return
+	}
+	x.r.Reset(&x.budget)
+	healthzReaders.Put(x)
+	kc.x = nil
 }
 
 // maxHealthzHead bounds the status line and headers of an answer
@@ -175,7 +197,7 @@ func (c *healthzClient) poll(ctx context.Context, addr string) (answer, error) {
 func (c *healthzClient) ask(ctx context.Context, addr, path string, wait bool) (answer, error) {
 	stale := false
 	if kc := c.take(addr); kc != nil {
-		if kc.waiting != "" && (!wait || kc.waiting != path) {
+		if kc.waiting != nil && (!wait || kc.waiting.path != path) {
 			kc.Close() // another caller's request is outstanding on it
 		} else {
 			a, err := c.exchange(ctx, kc, addr, path, true, wait)
@@ -210,21 +232,19 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 			kc.Close()
 		}
 	}()
-	br := kc.reader()
-	if dl, ok := ctx.Deadline(); ok {
-		kc.SetDeadline(dl)
-	} else {
-		kc.SetDeadline(time.Time{})
-	}
-	stop := context.AfterFunc(ctx, func() { kc.SetDeadline(time.Unix(1, 0)) }) // shutting down: unblock
-	defer stop()
+	rw, done := kc.open(ctx)
+	defer done()
+	x := kc.reader(rw)
+	br := x.r
 	a := answer{kept: kc.answered}
-	if kc.waiting != "" {
-		a.sent, kc.waiting = kc.sent, "" // its answer is the next on the wire
+	var sent time.Time // when the request whose answer is read was written
+	x.budget.left, x.budget.over = maxHealthzHead, errHeadTooLong
+	if kc.waiting != nil {
+		sent, kc.waiting = kc.waiting.sent, nil // its answer is the next on the wire
+		a.sent = sent
 	} else {
-		kc.budget.left, kc.budget.over = maxHealthzHead, errHeadTooLong
-		kc.sent = c.now()
-		if _, err := io.WriteString(kc, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
+		sent = c.now()
+		if _, err := io.WriteString(rw, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: hapsuper\r\n\r\n"); err != nil {
 			return answer{}, c.failed(ctx, addr, err, reused)
 		}
 	}
@@ -233,7 +253,7 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 		if wait && errors.Is(err, context.DeadlineExceeded) && br.Buffered() == 0 {
 			// Nothing of the answer came: it may still come, on this
 			// connection, to the next poll.
-			kc.waiting, keep = path, true
+			kc.waiting, keep = &waitingRequest{path: path, sent: sent}, true
 		}
 		return answer{}, err
 	}
@@ -243,7 +263,7 @@ func (c *healthzClient) exchange(ctx context.Context, kc *keptConn, addr, path s
 	}
 	// The head was read (with at most a buffer of the body): the body
 	// and its framing get the rest.
-	kc.budget.left, kc.budget.over = maxHealthzAnswer, errAnswerTooLong
+	x.budget.left, x.budget.over = maxHealthzAnswer, errAnswerTooLong
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthzBody))
 	resp.Body.Close()
 	if err != nil {
@@ -279,7 +299,11 @@ func (c *healthzClient) take(addr string) *keptConn {
 	return kc
 }
 
-func (c *healthzClient) put(addr string, kc *keptConn) { c.idle.put(addr, kc) }
+// put keeps kc, parked, for addr's next request.
+func (c *healthzClient) put(addr string, kc *keptConn) {
+	kc.park()
+	c.idle.put(addr, kc)
+}
 
 // closeIdle closes addr's idle connection, if any: its node is not asked
 // again.

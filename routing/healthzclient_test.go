@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -189,8 +190,8 @@ func TestHealthzClientIdleConnectionsHoldNoBuffer(t *testing.T) {
 		t.Fatalf("%d idle connections, want 20", len(c.idle.idle))
 	}
 	for addr, kc := range c.idle.idle {
-		if kc.r != nil {
-			t.Errorf("idle connection to %s holds a %d-byte read buffer", addr, kc.r.Size())
+		if kc.x != nil {
+			t.Errorf("idle connection to %s holds a %d-byte read buffer", addr, kc.x.r.Size())
 		}
 	}
 }
@@ -252,5 +253,140 @@ func TestHealthzClientKeepsBytesPastAnAnswer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server did not end")
+	}
+}
+
+// openFDs counts the process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
+}
+
+// An idle connection waits parked, its socket outside Go's net package;
+// the next poll takes the same socket back (the same kube-proxy process
+// answers, on one connection), and closing parked connections closes
+// their sockets.
+func TestHealthzClientParksIdleConnections(t *testing.T) {
+	srv, conns := healthzServer(t, okHealthz)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	before := openFDs(t)
+	for round := range 3 {
+		for i := range 10 {
+			a, err := c.poll(t.Context(), fmt.Sprintf("10.0.4.%d:10256", i))
+			if err != nil {
+				t.Fatalf("round %d, node %d: %v", round, i, err)
+			}
+			if a.kept != (round > 0) || a.reconnected {
+				t.Errorf("round %d, node %d: kept %v, reconnected %v; want kept from the second round on", round, i, a.kept, a.reconnected)
+			}
+		}
+	}
+	if n := conns.Load(); n != 10 {
+		t.Errorf("%d connections accepted for 3 rounds of 10 nodes, want 10", n)
+	}
+	c.idle.mu.Lock()
+	for addr, kc := range c.idle.idle {
+		if !kc.parked() {
+			t.Errorf("idle connection to %s is not parked", addr)
+		}
+	}
+	c.idle.mu.Unlock()
+	// The client's 10 sockets and the server's 10: a socket parked is
+	// one descriptor, none left over from the exchanges.
+	if got := openFDs(t) - before; got != 20 {
+		t.Errorf("%d descriptors opened by 10 kept connections (both ends), want 20", got)
+	}
+	c.CloseIdleConnections()
+	srv.CloseClientConnections()
+	waitFor(t, "the server's ends closed", func() bool { return openFDs(t)-before == 0 })
+}
+
+// A parked connection the node reset is replaced: the poll is sent again
+// on a new connection and says so (answer.reconnected).
+func TestHealthzClientParkedConnectionReset(t *testing.T) {
+	srv, conns := healthzServer(t, okHealthz)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	if _, err := c.poll(t.Context(), "10.0.5.1:10256"); err != nil {
+		t.Fatal(err)
+	}
+	srv.CloseClientConnections()
+	a, err := c.poll(t.Context(), "10.0.5.1:10256")
+	if err != nil {
+		t.Fatalf("after the node closed the parked connection: %v", err)
+	}
+	if !a.reconnected || a.kept {
+		t.Errorf("reconnected %v, kept %v; want an answer on a new connection, marked reconnected", a.reconnected, a.kept)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections accepted, want 2", n)
+	}
+}
+
+// A poll on a parked connection waits for its answer within the request's
+// deadline, keeps the connection for a late answer, and reads that answer
+// to the next poll; a poll whose context ends returns then, not at its
+// deadline.
+func TestHealthzClientParkedWaits(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	srv, conns := healthzServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 2 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		okHealthz(w, r)
+	})
+	defer close(release)
+	c := newHealthzClient(toServer(srv), time.Second)
+	defer c.CloseIdleConnections()
+	const addr = "10.0.6.1:10256"
+	if _, err := c.poll(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+	_, err := c.poll(ctx, addr)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered poll: %v, want a timeout", err)
+	}
+	c.idle.mu.Lock()
+	kc := c.idle.idle[addr]
+	c.idle.mu.Unlock()
+	if kc == nil || kc.waiting == nil || !kc.parked() {
+		t.Fatalf("after the timeout the connection is %+v, want it parked, waiting for the late answer", kc)
+	}
+	release <- struct{}{}
+	a, err := c.poll(t.Context(), addr)
+	if err != nil || a.sent.IsZero() || !a.kept {
+		t.Fatalf("late answer: sent %v, kept %v, %v; want the timed-out request's answer on the kept connection", a.sent, a.kept, err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+	// Shutting down: a wait on the parked socket ends with its context.
+	// The third request is answered at once; the fourth waits.
+	if _, err := c.poll(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	calls.Store(1)
+	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() { _, err := c.poll(ctx, addr); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("poll cancelled: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancelled poll on a parked connection did not return")
 	}
 }

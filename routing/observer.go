@@ -36,14 +36,14 @@ type Observer struct {
 	synced    bool      // the slice and Service watches delivered their initial lists
 	stopAt    time.Time // zero until the drain starts
 	watch     watchState
-	nodes     map[string]*judge.Node    // nil until the node list is read
-	nodesErr  string                    // why the node list could not be read
-	leftNodes map[string]string         // node → why it left the set (deleted, NotReady)
-	listedAt  time.Time                 // when the node list was last read
-	conns     *connSet                  // open healthz connections, per node address
-	asked     map[*judge.Node]time.Time // when each node was last asked (schedule.go)
-	baseline  baselineQueue             // the next baseline polls while serving (baseline.go)
-	drainSeen time.Time                 // when a round first saw the drain started (relistDue)
+	nodes     map[string]*judge.Node // nil until the node list is read
+	nodesErr  string                 // why the node list could not be read
+	leftNodes map[string]string      // node → why it left the set (deleted, NotReady)
+	listedAt  time.Time              // when the node list was last read
+	conns     *connSet               // open healthz connections, per node address
+	asked     askedTimes             // when each node was last asked (schedule.go)
+	baseline  baselineQueue          // the next baseline polls while serving (baseline.go)
+	drainSeen time.Time              // when a round first saw the drain started (relistDue)
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
 	// time, not asked for their metrics again (readMetrics).
@@ -112,7 +112,7 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 		conns:   conns,
 		log:     log.With("component", "routing"),
 		kick:    make(chan struct{}, 1),
-		asked:   map[*judge.Node]time.Time{},
+		asked:   askedTimes{epoch: clk.Now(), at: map[*judge.Node]time.Duration{}},
 
 		metricsBusy:  map[*judge.Node]bool{},
 		metricsOff:   map[*judge.Node]bool{},

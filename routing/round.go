@@ -115,7 +115,7 @@ func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
 // record of healthz's answer.
 func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 	o.mu.Lock()
-	o.asked[n] = o.clock.Now()
+	o.asked.set(n, o.clock.Now())
 	o.mu.Unlock()
 	h, sent, received, via, err := o.http.fetch(ctx, n.Addr, o.cfg.RequestTimeout)
 	if ctx.Err() != nil {

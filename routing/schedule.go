@@ -81,7 +81,7 @@ func (o *Observer) nodeDue(n *judge.Node) time.Time {
 	if o.serving() && o.baselineOn() {
 		return time.Time{} // due now: popBaseline chose it
 	}
-	due := o.asked[n] // zero: never asked, due at once
+	due, _ := o.asked.get(n) // zero: never asked, due at once
 	if !due.IsZero() {
 		due = due.Add(o.pollEvery())
 	}
@@ -147,10 +147,29 @@ func fanOutAt[T any](ctx context.Context, clk clock.Clock, limit int, items []T,
 // no longer in the set; called
 // with o.mu held.
 func (o *Observer) forgetAsked() {
-	for n := range o.asked {
+	for n := range o.asked.at {
 		if o.nodes[n.Name] != n {
-			delete(o.asked, n)
+			delete(o.asked.at, n)
 			delete(o.metricsOff, n)
 		}
 	}
 }
+
+// askedTimes is when each node was last asked, as offsets from an epoch:
+// 8 bytes a node where a time.Time is 24, kept for thousands of nodes.
+type askedTimes struct {
+	epoch time.Time
+	at    map[*judge.Node]time.Duration
+}
+
+// get is when n was last asked; zero and false when it never was.
+func (a *askedTimes) get(n *judge.Node) (time.Time, bool) {
+	d, ok := a.at[n]
+	if !ok {
+		return time.Time{}, false
+	}
+	return a.epoch.Add(d), true
+}
+
+// set notes n asked at t.
+func (a *askedTimes) set(n *judge.Node, t time.Time) { a.at[n] = t.Sub(a.epoch) }
