@@ -571,15 +571,16 @@ func fanoutChild() error {
 		time.Sleep(confirmCheck)
 	}
 	rep.RSSKB = harness.StatusKB(os.Getpid(), "VmRSS")
+	threads := harness.StatusKB(os.Getpid(), "Threads") // a count, read as the kB fields are
 	rep.CPUTicks = harness.CPUTicks(os.Getpid()) - ticks
 	// What the confirmation keeps, which the RSS growth is about twice
 	// (the collector lets the heap grow to twice what is live, GOGC=100)
 	// plus what was live at the stop: read after the figures above, as
 	// it collects.
 	heapEnd := liveHeap()
-	fmt.Fprintf(os.Stderr, "  fan-out child: live heap %.1f MB at the stop, %.1f MB at the end: %+.1f MB (%.0f bytes a node); GOGC %q, GOMEMLIMIT %q\n",
+	fmt.Fprintf(os.Stderr, "  fan-out child: live heap %.1f MB at the stop, %.1f MB at the end: %+.1f MB (%.0f bytes a node); %d threads once confirmed; GOGC %q, GOMEMLIMIT %q\n",
 		float64(heapAtStop)/(1<<20), float64(heapEnd)/(1<<20), float64(heapEnd-heapAtStop)/(1<<20),
-		float64(heapEnd-heapAtStop)/float64(max(nodes, 1)), os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
+		float64(heapEnd-heapAtStop)/float64(max(nodes, 1)), threads, os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 	stopProfile()
 	cancel()
 	<-done
