@@ -193,7 +193,10 @@ func gone(err error) bool {
 func (l *loop) onAsk(a ask) {
 	switch {
 	case !l.released.IsZero() && !l.untilGone:
+		// The kubelet's hook came after the drain ended (a kubelet slow to
+		// act on the deletion): HAProxy may stop at once.
 		a.reply <- answer{text: l.result}
+		l.log.Info("gate asked after the drain ended: answered at once", "result", l.result)
 	case l.untilGone:
 		l.held = append(l.held, a.reply)
 		l.log.Info("gate asked: held until HAProxy is gone", "held", len(l.held))

@@ -262,7 +262,15 @@ func TestRealPod_Sidecar(t *testing.T) {
 	case d.Reason != "routed-away":
 		t.Errorf("pod %s: drain ended %s (%s), want routed-away", gone, d.Reason, d.Detail)
 	}
-	if !heldOK {
+	// The hook held until the drain ended, or, where the kubelet acted
+	// on the deletion later than the drain took (a loaded machine), it
+	// came after and was answered at once.
+	late, lateOK := l.Find("gate asked after the drain ended", nil)
+	switch {
+	case heldOK:
+	case lateOK:
+		t.Logf("pod %s: the kubelet's hook came +%v, after the drain ended: answered at once", gone, late.At.Sub(deleted).Round(time.Millisecond))
+	default:
 		t.Errorf("pod %s: the kubelet's hook never reached the gate while the pod was being deleted; log:\n%s", gone, l.Tail(30))
 	}
 	if !goneOK || hgone.At.Before(d.Ended) {
