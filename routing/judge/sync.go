@@ -100,7 +100,12 @@ const maxRecent = 64
 
 // stall is an interval in which the node may not have been running: from
 // the sending of a request that came back slow or not at all to its end.
-type stall struct{ from, to time.Time }
+type stall struct {
+	from, to time.Time
+	// timedOut: a poll sent at from had no answer within the request's
+	// timeout (the node frozen, or its packets dropped), not a slow one.
+	timedOut bool
+}
 
 // caughtUp is when a kube-proxy that resumed at the stall's end has read
 // what it missed: after the stall's length, at most catchUp (Node.reference).
@@ -187,7 +192,7 @@ func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 		n.connStamped = false
 	}
 	if e.Pending { // accepted, never answered: kube-proxy is not running
-		n.stalled(sent, now)
+		n.stalled(sent, now, true)
 		if n.stalledFrom.IsZero() {
 			n.stalledFrom = sent
 		}
@@ -225,13 +230,15 @@ func (n *Node) sync(fam discovery.AddressType) *syncFacts {
 	return nil
 }
 
-// stalled records a stall from the sending of a request to now.
-func (n *Node) stalled(from, to time.Time) {
-	n.stalls = append(n.stalls, stall{from: from, to: to})
+// stalled records a stall from the sending of a request to now; timedOut:
+// the request was not answered within its timeout.
+func (n *Node) stalled(from, to time.Time, timedOut bool) {
+	n.stalls = append(n.stalls, stall{from: from, to: to, timedOut: timedOut})
 	if len(n.stalls) > maxStalls {
-		// Merging the two oldest widens the interval: never less cautious.
+		// Merging the two oldest widens the interval: never less cautious
+		// (a timed-out one only if both were: Node.slowestSync).
 		a, b := n.stalls[0], n.stalls[1]
-		n.stalls = append([]stall{{from: minTime(a.from, b.from), to: maxTime(a.to, b.to)}}, n.stalls[2:]...)
+		n.stalls = append([]stall{{from: minTime(a.from, b.from), to: maxTime(a.to, b.to), timedOut: a.timedOut && b.timedOut}}, n.stalls[2:]...)
 	}
 }
 
@@ -321,10 +328,10 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		// The first answer after an unanswered poll: a request sent just
 		// before kube-proxy resumed comes back quick, yet its watch and
 		// sync loop have only just resumed too.
-		n.stalled(n.stalledFrom, received)
+		n.stalled(n.stalledFrom, received, true)
 		n.stalledFrom = time.Time{}
 	case received.Sub(sent) > quickAnswer:
-		n.stalled(sent, received)
+		n.stalled(sent, received, false)
 	}
 	kept := n.syncs[:0]
 	for _, f := range n.syncs {
@@ -418,8 +425,10 @@ type Rule struct {
 }
 
 // judge says whether a sync provably holds a change we received at r; late
-// is Node.reference, resumed Node.resumed; measured is Node.measured.
-func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool) (NodeVerdict, string) {
+// is Node.reference, resumed Node.resumed; measured is Node.measured, own
+// Node.ownTook.
+func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool, own time.Duration) (NodeVerdict, string) {
+	lateBy := ru.lateBy(own)
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -430,7 +439,7 @@ func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool) (N
 		return NodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
 	case f.stepped:
 		return NodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
-	case f.firstAnswer && !f.metricsSync && !f.earliest.Before(late.Add(ru.Allowance)):
+	case f.firstAnswer && !f.metricsSync && !f.earliest.Before(late.Add(lateBy)):
 		// Late enough to confirm, but first seen on a new connection: a
 		// kube-proxy restarted after the change and before that connection
 		// stamped it at start, and the old instance's rules may still pick
@@ -438,13 +447,14 @@ func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool) (N
 		// cannot confirm by lateness); only a later one on this connection,
 		// from the same process, is a sync.
 		return NodePending, "lastUpdated first seen on a new connection, after the change: it may be a kube-proxy restarted since, stamping its start, not a sync; waiting for a later one"
-	case !f.earliest.Before(late.Add(ru.Allowance)) && !measured:
+	case !f.earliest.Before(late.Add(lateBy)) && !measured:
 		return NodePending, "a sync completed late enough; waiting for kube-proxy's metrics to say how long it took"
-	case !f.earliest.Before(late.Add(ru.Allowance)):
+	case !f.earliest.Before(late.Add(lateBy)):
 		// Completed at least D after our receipt (after a stall, after the
 		// catch-up): it started after kube-proxy had the change, so it
 		// holds it. (Rule.For has raised D to the syncs the metrics
-		// measured.)
+		// measured; lateBy to this sync's own duration, where they
+		// measured it.)
 		return NodeConfirmed, ""
 	case f.earliest.Before(r.Add(-ru.Lag)):
 		// Completed before kube-proxy can have had the change: the sync
@@ -472,17 +482,29 @@ func (ru Rule) silence(f *syncFacts, resumed time.Time) time.Duration {
 	return max(ru.MinSync+ru.Allowance, resumed.Add(ru.Allowance).Sub(f.earliest))
 }
 
+// lateBy is how long after late (Node.reference) a sync must have
+// completed to confirm by lateness: D, and at least the watch's skew plus
+// the sync's own duration (own: Node.ownTook, 0 when not measured), which
+// bounds its start: a sync stretched by a freeze that slowestSync leaves
+// out of D still started that long before it completed.
+func (ru Rule) lateBy(own time.Duration) time.Duration {
+	if own <= 0 {
+		return ru.Allowance
+	}
+	return max(ru.Allowance, max(ru.Lag, 0)+own)
+}
+
 // ambiguous says whether judge leaves f to the silence rule: a trusted
 // sync that completed between the earliest instant kube-proxy can have had
-// the change (r − Lag, r our receipt) and D after late (reference).
-func (ru Rule) ambiguous(f *syncFacts, r, late time.Time) bool {
+// the change (r − Lag, r our receipt) and lateBy after late (reference).
+func (ru Rule) ambiguous(f *syncFacts, r, late time.Time, own time.Duration) bool {
 	switch {
 	case !f.healthy, f.stepped, f.startStamp && !f.metricsSync:
 		return false
 	case f.earliest.Before(r.Add(-ru.Lag)):
 		return false // no sync since the change
 	}
-	return f.earliest.Before(late.Add(ru.Allowance))
+	return f.earliest.Before(late.Add(ru.lateBy(own)))
 }
 
 // Node is a node's verdict for the changes each family must hold
@@ -535,13 +557,14 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgem
 		if f := n.sync(fam); f != nil {
 			late := n.reference(f, r, ru.MinSync)
 			resumed := maxTime(late, n.resumed(r, ru.Lag, ru.MinSync))
-			v, w = ru.judge(f, r, late, resumed, n.measured(f))
+			own := n.ownTook(f)
+			v, w = ru.judge(f, r, late, resumed, n.measured(f), own)
 			switch {
 			case v == NodeConfirmed && f.metricsSync && (f.startStamp || f.firstAnswer):
 				witness = WitnessMetrics // healthz alone would have waited
 			case v == NodePending && ru.pendingSynced(n, f, fam, resumed):
 				v, witness, undated = NodeConfirmed, WitnessMetrics, true
-			case v == NodePending && ru.ambiguous(f, r, late) && ru.pendingQuiet(n, f, r, resumed):
+			case v == NodePending && ru.ambiguous(f, r, late, own) && ru.pendingQuiet(n, f, r, resumed):
 				v, witness, undated = NodeConfirmed, WitnessMetrics, true
 			}
 			if v == NodeConfirmed {

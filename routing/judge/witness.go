@@ -202,17 +202,6 @@ func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time, took time.D
 	return mf.seq
 }
 
-// slowest is the longest sync the kept stamps measured; 0 when none did.
-func (mf *metricsFacts) slowest() time.Duration {
-	var d time.Duration
-	for i := range mf.fams {
-		for _, s := range mf.fams[i].stamps {
-			d = max(d, s.took)
-		}
-	}
-	return d
-}
-
 // stamp is the kept stamp numbered seq; nil when none is (dropped, or 0).
 func (mf *metricsFacts) stamp(seq uint64) *metricsStamp {
 	if seq == 0 {
@@ -508,15 +497,80 @@ func (n *Node) MetricsOff() {
 // how early): a sync that completed D after our receipt started after
 // kube-proxy had the change only while one sync takes less than D less
 // that skew, and under load kube-proxy's syncs took up to seconds
-// (docs/routing.md). A larger D only delays confirmation.
+// (docs/routing.md). A larger D only delays confirmation. A sync that ran
+// across a stall seen on the node is left out (slowestSync).
 func (ru Rule) For(n *Node) Rule {
 	if !n.sameProcess() {
 		return ru
 	}
-	if s := n.metrics.slowest(); s > 0 {
+	if s := n.slowestSync(); s > 0 {
 		ru.Allowance = max(ru.Allowance, max(ru.Lag, 0)+s)
 	}
 	return ru
+}
+
+// slowestSync is the longest sync the metrics measured, leaving out each
+// that surely ran across a stall in which a poll went unanswered for its
+// whole timeout: a freeze (SIGSTOP, a paused VM) stretches the sync under
+// way by its length, and that sync, measured by its wall time, held D at
+// seconds for the node's next syncs, past the drain's bound, although
+// they run at the speed they did before (the frozen matrix, 2026-12-06).
+// What such a stall means for a sync is the stall rule's (Node.reference:
+// it completed after the stall began, so it is judged from the stall's
+// end plus the catch-up), and that sync's own duration still bounds its
+// start (ownTook, Rule.judge). What is given up: where the stall was a
+// network that dropped our polls while a loaded kube-proxy ran a slow
+// sync, that sync no longer raises D for the syncs after it; the syncs
+// measured outside stalls still do.
+func (n *Node) slowestSync() time.Duration {
+	if n.metrics == nil {
+		return 0
+	}
+	var d time.Duration
+	for i := range n.metrics.fams {
+		for _, s := range n.metrics.fams[i].stamps {
+			if s.took > d && !n.spansStall(s) {
+				d = s.took
+			}
+		}
+	}
+	return d
+}
+
+// spansStall says whether the sync stamped s surely ran across a
+// timed-out stall: whatever our clock's offset from the node's within
+// the last answer's round trip (bounded by quickAnswer), it completed
+// after the stall began and started before it ended.
+func (n *Node) spansStall(s metricsStamp) bool {
+	if s.took <= 0 {
+		return false
+	}
+	earliest := s.at.Add(-n.healthzAhead) // our clock: the node's stamp, less its lead
+	latest := earliest.Add(quickAnswer)
+	for _, st := range n.stalls {
+		if st.timedOut && !earliest.Before(st.from) && !latest.Add(-s.took).After(st.to) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownTook is how long the sync healthz shows for f took, where the
+// metrics measured it; 0 where they did not.
+func (n *Node) ownTook(f *syncFacts) time.Duration {
+	if !n.sameProcess() || n.metrics == nil {
+		return 0
+	}
+	fm := n.metrics.family(f.family())
+	if fm == nil {
+		return 0
+	}
+	for _, s := range fm.stamps {
+		if d := s.at.Sub(f.updated()); d >= 0 && d <= sameSync {
+			return max(s.took, 0)
+		}
+	}
+	return 0
 }
 
 // measured says whether the sync healthz shows for f may be judged by

@@ -560,3 +560,69 @@ func TestWitnessDurationCounterReset(t *testing.T) {
 		t.Errorf("allowance %v, want D", d)
 	}
 }
+
+// A sync under way when kube-proxy froze is measured by its wall time,
+// the freeze included: it does not raise D for the syncs after it (they
+// run at their own speed), and the stall rule judges it. Here: a sync
+// from 1200 ms to 4350 ms, frozen from 1300 ms to 4300 ms; the polls
+// from 1250 ms go unanswered until the resume. Once kube-proxy has run
+// MinSync + D past it without a newer sync, it is confirmed, not D =
+// 3.25 s later.
+func TestWitnessFreezeSpanningSyncLeavesD(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsTook(905*ms, 400*ms, 10, time.Second)
+	s.n.Failed(&PollError{Pending: true, Msg: "timed out"}, s.t0.Add(1250*ms), s.t0.Add(2250*ms))
+	s.n.Failed(&PollError{Pending: true, Msg: "timed out"}, s.t0.Add(2250*ms), s.t0.Add(3250*ms))
+	// The request sent at 1250 ms, served at the resume, on its connection.
+	s.n.Record(Healthz{CurrentTime: s.t0.Add(4300 * ms), Proxy: ProxyKubeProxy, Families: map[discovery.AddressType]FamilyHealth{
+		discovery.AddressTypeIPv4: {LastUpdated: s.t0.Add(400 * ms), Healthy: true}}},
+		s.t0.Add(1250*ms), s.t0.Add(4305*ms), s.rule.Allowance, true)
+	s.answer(4400*ms, 10*ms, 4350*ms)
+	s.metricsTook(4415*ms, 4350*ms+20*time.Microsecond, 11, time.Second+3150*ms)
+	if d := s.rule.For(s.n).Allowance; d != 250*ms {
+		t.Errorf("allowance %v, want D: the 3.15 s sync ran across the freeze", d)
+	}
+	s.expect(NodePending, "last sync may predate the change")
+	for at := 4650 * ms; at <= 5700*ms; at += 350 * ms {
+		s.answer(at, 10*ms, 4350*ms)
+	}
+	s.expect(NodePending, "last sync may predate the change")
+	s.answer(5960*ms, 10*ms, 4350*ms)
+	s.expect(NodeConfirmed, "")
+}
+
+// A sync measured slow across an answer that was only slow (kube-proxy
+// answered within the timeout: a loaded node, not a freeze) still raises
+// D: the load that slowed the answer slows its syncs.
+func TestWitnessSlowAnswerKeepsTheMeasuredSync(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsTook(905*ms, 400*ms, 10, time.Second)
+	s.answer(1100*ms, 400*ms, 400*ms) // a slow answer: a stall, not timed out
+	s.answer(1800*ms, 10*ms, 1750*ms)
+	s.metricsTook(1815*ms, 1750*ms+20*time.Microsecond, 11, 1700*ms)
+	if d := s.rule.For(s.n).Allowance; d != 800*ms+time.Microsecond {
+		t.Errorf("allowance %v, want the 700 ms sync + the 100 ms skew", d)
+	}
+}
+
+// A sync that ran across a stall left out of D still cannot confirm by
+// lateness unless it started after the change: its own duration bounds
+// its start. Here the stall is a network that dropped the polls from
+// 1250 ms to 2250 ms while a loaded kube-proxy ran a sync from 900 ms
+// (before the change, at 1 s) to 3600 ms: completed past the stall's end
+// plus the catch-up plus D, it would confirm by lateness alone.
+func TestWitnessStallSpanningSyncBoundsItsStart(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(800*ms, 10*ms, 400*ms)
+	s.metricsTook(805*ms, 400*ms, 10, time.Second)
+	s.n.Failed(&PollError{Pending: true, Msg: "timed out"}, s.t0.Add(1250*ms), s.t0.Add(2250*ms))
+	s.answer(2300*ms, 10*ms, 400*ms) // the polls get through again
+	s.answer(3700*ms, 10*ms, 3600*ms)
+	s.metricsTook(3715*ms, 3600*ms+20*time.Microsecond, 11, time.Second+2700*ms)
+	if d := s.rule.For(s.n).Allowance; d != 250*ms {
+		t.Errorf("allowance %v, want D: the sync ran across the stall", d)
+	}
+	s.expect(NodePending, "last sync may predate the change")
+}
