@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -49,10 +50,15 @@ func CPUTicks(pid int) int64 {
 func FreePort() (int, error) {
 	freePorts.Lock()
 	defer freePorts.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := freePortRange()
+	for range 200 {
+		addr := "127.0.0.1:0"
+		if hi > lo {
+			addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
+			continue // taken: another
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
@@ -61,7 +67,32 @@ func FreePort() (int, error) {
 			return port, nil
 		}
 	}
-	return 0, fmt.Errorf("find a free port: the kernel offered 100 ports already handed out (%d so far)", len(freePorts.given))
+	return 0, fmt.Errorf("find a free port: 200 tries in [%d, %d) taken or already handed out (%d so far)", lo, hi, len(freePorts.given))
+}
+
+// freePortRange is where FreePort looks: below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768–60999 by default), from
+// 20000. A port in the ephemeral range, free when looked at, can become
+// any outgoing connection's local port before its user binds it (a test's
+// HAProxy failed to bind its frontend so, beside a benchmark's clients);
+// below it only another listener can take it, and the pick is at random
+// so that test processes running at once rarely meet. Both 0 (the
+// kernel's pick) when the range is unknown or starts too low.
+func freePortRange() (lo, hi int) {
+	const from = 20000
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, 0
+	}
+	first, err := strconv.Atoi(f[0])
+	if err != nil || first <= from+1000 {
+		return 0, 0
+	}
+	return from, first
 }
 
 // freePorts are the ports FreePort has returned.
