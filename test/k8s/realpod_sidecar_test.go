@@ -265,7 +265,7 @@ func TestRealPod_Sidecar(t *testing.T) {
 	// The hook held until the drain ended, or, where the kubelet acted
 	// on the deletion later than the drain took (a loaded machine), it
 	// came after and was answered at once.
-	late, lateOK := l.Find("gate asked after the drain ended", nil)
+	late, lateOK := l.Find("gate asked after the drain ended: answered at once", nil)
 	switch {
 	case heldOK:
 	case lateOK:
