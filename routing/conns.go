@@ -30,8 +30,10 @@ func (s *connSet) track(dial dialFunc) dialFunc {
 	}
 }
 
-// add puts c, open to addr, in the set until it is closed: a dialed
-// connection, or a parked one made a net.Conn again.
+// add puts c, a connection dialed to addr, in the set until it is
+// closed. A connection parked between two polls leaves the set (its
+// net.Conn is closed); the healthz client's idle list holds it, and its
+// closeIdle closes it.
 func (s *connSet) add(addr string, c net.Conn) net.Conn {
 	tc := &trackedConn{Conn: c, set: s, addr: addr, inSet: true}
 	s.mu.Lock()
