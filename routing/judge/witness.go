@@ -561,16 +561,25 @@ func (n *Node) ownTook(f *syncFacts) time.Duration {
 	if !n.sameProcess() || n.metrics == nil {
 		return 0
 	}
-	fm := n.metrics.family(f.family())
-	if fm == nil {
-		return 0
-	}
-	for _, s := range fm.stamps {
-		if d := s.at.Sub(f.updated()); d >= 0 && d <= sameSync {
-			return max(s.took, 0)
-		}
+	if s := n.metrics.stampOf(f); s != nil {
+		return max(s.took, 0)
 	}
 	return 0
+}
+
+// stampOf is the metrics' stamp of the sync healthz shows for f (stamped
+// within sameSync after healthz's); nil when they kept none.
+func (mf *metricsFacts) stampOf(f *syncFacts) *metricsStamp {
+	fm := mf.family(f.family())
+	if fm == nil {
+		return nil
+	}
+	for i := range fm.stamps {
+		if d := fm.stamps[i].at.Sub(f.updated()); d >= 0 && d <= sameSync {
+			return &fm.stamps[i]
+		}
+	}
+	return nil
 }
 
 // measured says whether the sync healthz shows for f may be judged by
@@ -588,10 +597,8 @@ func (n *Node) measured(f *syncFacts) bool {
 	if fm == nil || !fm.counted {
 		return true
 	}
-	for _, s := range fm.stamps {
-		if d := s.at.Sub(f.updated()); d >= 0 && d <= sameSync {
-			return s.took != tookUnknown
-		}
+	if s := n.metrics.stampOf(f); s != nil {
+		return s.took != tookUnknown
 	}
 	// Not shown by the metrics yet, or older than every stamp they kept (a
 	// newer sync then exists, and healthz shows it next).
