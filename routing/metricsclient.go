@@ -39,6 +39,7 @@ import (
 // is one of theirs.
 const (
 	metricSyncStamp   = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	metricQueued      = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
 	metricSyncCount   = "kubeproxy_sync_proxy_rules_duration_seconds_count"
 	metricSyncSum     = "kubeproxy_sync_proxy_rules_duration_seconds_sum"
 	metricPending     = "kubeproxy_sync_proxy_rules_endpoint_changes_pending"
@@ -73,7 +74,8 @@ func parseMetrics(r io.Reader) (judge.Metrics, error) {
 // r; it stops at the samples, leaving the rest of r, and what br holds of
 // it, unread.
 func parseMetricsWith(br *bufio.Reader, r io.Reader) (judge.Metrics, error) {
-	m := judge.Metrics{Synced: map[discovery.AddressType]time.Time{}, Durations: map[discovery.AddressType]judge.SyncDurations{}}
+	m := judge.Metrics{Synced: map[discovery.AddressType]time.Time{}, Queued: map[discovery.AddressType]time.Time{},
+		Durations: map[discovery.AddressType]judge.SyncDurations{}}
 	lr := &io.LimitedReader{R: r, N: maxMetricsAnswer + 1}
 	br.Reset(lr)
 	var line []byte
@@ -124,17 +126,21 @@ func takeLine(m *judge.Metrics, l []byte) (done bool, err error) {
 		return false, nil
 	}
 	switch string(name) {
-	case metricSyncStamp:
+	case metricSyncStamp, metricQueued:
 		fam := discovery.AddressType(labelValue(labels, "ip_family"))
 		if fam != discovery.AddressTypeIPv4 && fam != discovery.AddressTypeIPv6 {
 			return false, nil
 		}
-		t, err := unixSeconds(value, metricSyncStamp)
+		t, err := unixSeconds(value, string(name))
 		if err != nil {
 			return false, err
 		}
-		if !t.IsZero() {
+		switch {
+		case t.IsZero():
+		case string(name) == metricSyncStamp:
 			m.Synced[fam] = t
+		default:
+			m.Queued[fam] = t
 		}
 	case metricSyncCount, metricSyncSum:
 		fam := discovery.AddressType(labelValue(labels, "ip_family"))

@@ -32,6 +32,10 @@ kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"} 16
 # HELP kubeproxy_sync_proxy_rules_endpoint_changes_pending [ALPHA] Pending proxy rules Endpoint changes
 # TYPE kubeproxy_sync_proxy_rules_endpoint_changes_pending gauge
 kubeproxy_sync_proxy_rules_endpoint_changes_pending 0
+# HELP kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds [ALPHA] The last time a sync of proxy rules was queued
+# TYPE kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds gauge
+kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"} 1.7648448011e+09
+kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv6"} 0
 # HELP kubeproxy_sync_proxy_rules_last_timestamp_seconds [ALPHA] The last time proxy rules were successfully synced
 # TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge
 kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7648448012345679e+09
@@ -54,6 +58,12 @@ func TestParseMetrics(t *testing.T) {
 	}
 	if got, want := m.Synced[discovery.AddressTypeIPv6], time.Unix(1764844801, 250000000).UTC(); !got.Equal(want) {
 		t.Errorf("IPv6 sync %v, want %v", got, want)
+	}
+	if got, want := m.Queued[discovery.AddressTypeIPv4], time.Unix(1764844801, 100000000).UTC(); got.Sub(want) < -time.Microsecond || got.Sub(want) > time.Microsecond {
+		t.Errorf("IPv4 queued %v, want %v", got, want)
+	}
+	if q, ok := m.Queued[discovery.AddressTypeIPv6]; ok {
+		t.Errorf("IPv6 queued %v, want none: its gauge is 0", q)
 	}
 	if !m.ProcessStart.Equal(time.Unix(1764840000, 0)) {
 		t.Errorf("process start %v", m.ProcessStart)

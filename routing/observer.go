@@ -44,6 +44,7 @@ type Observer struct {
 	asked     askedTimes             // when each node was last asked (schedule.go)
 	baseline  baselineQueue          // the next baseline polls while serving (baseline.go)
 	drainSeen time.Time              // when a round first saw the drain started (relistDue)
+	proofAt   time.Time              // the first instant a poll can prove the withdrawal synced (schedule.go)
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
 	// time, not asked for their metrics again (readMetrics).
@@ -239,7 +240,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		start := o.clock.Now()
 		o.rounds(ctx)
 		wait.Stop()
-		wait.Reset(max(0, o.roundEvery()-o.clock.Since(start)))
+		wait.Reset(o.untilNextRound(start))
 	}
 }
 

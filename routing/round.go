@@ -81,6 +81,7 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 	var targets map[discovery.AddressType]time.Time
 	if !serving && withdrawn {
 		targets = judge.Targets(o.watch.paths) // only the withdrawn case reads them
+		o.proofAt = o.firstProof(targets)
 	}
 	for _, n := range o.nodes {
 		switch {

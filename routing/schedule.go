@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
@@ -76,16 +77,54 @@ func (o *Observer) roundEvery() time.Duration {
 	return o.tickEvery()
 }
 
+// untilNextRound is how long Run waits after the round that started at
+// start: roundEvery from that start, or less to start one at proofAt.
+func (o *Observer) untilNextRound(start time.Time) time.Duration {
+	d := max(0, o.roundEvery()-o.clock.Since(start))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p := o.proofAt.Sub(o.clock.Now()); p > 0 && p < d {
+		d = p
+	}
+	return d
+}
+
 // nodeDue is when n is next asked; called with o.mu held.
 func (o *Observer) nodeDue(n *judge.Node) time.Time {
 	if o.serving() && o.baselineOn() {
 		return time.Time{} // due now: popBaseline chose it
 	}
-	due, _ := o.asked.get(n) // zero: never asked, due at once
-	if !due.IsZero() {
-		due = due.Add(o.pollEvery())
+	asked, _ := o.asked.get(n) // zero: never asked, due at once
+	if asked.IsZero() {
+		return asked
+	}
+	due := asked.Add(o.pollEvery())
+	if p := o.proofAt; !p.IsZero() && asked.Before(p) && p.Before(due) {
+		due = p
 	}
 	return due
+}
+
+// firstProof is the first instant at which a poll can confirm a node
+// whose kube-proxy synced the withdrawal (targets: family → our receipt)
+// right after receiving it, where the metrics witness is read and the
+// nodes are few enough to be asked all at once then within pollRate: D
+// past the latest receipt, the queued-change rule's wait
+// (judge.Rule.queuedHeld). Such a sync completes within tens of ms of the
+// receipt, and at the rounds' pace the proof waited up to a poll interval
+// more. Zero otherwise: the nodes are asked on their schedule. Called with
+// o.mu held.
+func (o *Observer) firstProof(targets map[discovery.AddressType]time.Time) time.Time {
+	c := o.cfg
+	if c.MetricsPort == 0 || len(targets) == 0 || c.MinPollInterval == 0 ||
+		len(o.nodes) > int(int64(pollRate)*int64(c.MinPollInterval)/int64(time.Second)) {
+		return time.Time{}
+	}
+	var last time.Time
+	for _, r := range targets {
+		last = maxTime(last, r)
+	}
+	return last.Add(o.judging.Rule.Allowance)
 }
 
 // scheduledRound is Run's confirmation round: it asks the nodes that

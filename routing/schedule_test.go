@@ -251,3 +251,37 @@ func TestPollEveryGrowsWithTheNodes(t *testing.T) {
 		}
 	}
 }
+
+// With the metrics witness and few nodes, a node is also asked D after the
+// withdrawal's receipt, the first instant its metrics can prove a sync
+// that ran right after it (judge's queued-change rule), when its next
+// turn comes later; Run starts a round then (untilNextRound). Without the
+// witness the same rounds ask it on its schedule only.
+func TestScheduleAsksAtTheFirstProof(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		metrics int
+		want    []time.Duration
+	}{
+		{"metrics witness", 10249, []time.Duration{200 * ms, 250 * ms, 450 * ms, 650 * ms, 850 * ms}},
+		{"healthz alone", 0, []time.Duration{200 * ms, 400 * ms, 600 * ms, 800 * ms}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, Config{MinPollInterval: 200 * ms, MetricsPort: tc.metrics})
+			asks := s.logAsks()
+			s.syncsAt("n2", -5*time.Second, 700*ms)
+			s.runRounds(0, 10*ms) // the second asks it at R+200ms, its turn
+			now := s.clk.Now()
+			want := 200 * ms // a round's period, from a round started now
+			if tc.metrics > 0 {
+				want = s.R.Add(250 * ms).Sub(now) // at R + D: before the next tick
+			}
+			if got := s.untilNextRound(now); got != want {
+				t.Errorf("next round in %v at R+%v, want %v", got, now.Sub(s.R), want)
+			}
+			s.runRounds(250*ms, 400*ms, 600*ms, 800*ms, time.Second)
+			asks.expect(t, s.R, "on its schedule, and at R + D with the witness", tc.want...)
+			expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
+		})
+	}
+}

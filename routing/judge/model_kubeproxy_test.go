@@ -26,6 +26,8 @@ import (
 //     every change received before it started (checkoutChanges, which
 //     zeroes endpoint_changes_pending, one gauge for both families) and
 //     stamps healthz's lastUpdated and metrics' last_timestamp at its end;
+//     a change delivered once the proxier is initialized stamps its
+//     last_queued_timestamp (Proxier.Sync), as the sync loop's start does;
 //   - a freeze (SIGSTOP): nothing runs, a sync under way ends that much
 //     later, requests wait and are served at the resume; the changes
 //     that came meanwhile are delivered over the catch-up after it, at
@@ -90,6 +92,7 @@ type modelProxier struct {
 	took        bool      // the running sync took the withdrawal
 	lastUpdated time.Time // healthz's stamp, our clock; zero: no status yet
 	lastSync    time.Time // metrics' last_timestamp, our clock; zero: none
+	lastQueued  time.Time // metrics' last_queued_timestamp, our clock; zero: none
 	started     time.Time // the running sync's start
 	count       int       // the duration histogram's count and sum
 	sum         time.Duration
@@ -255,7 +258,7 @@ func (m *kubeProxyModel) play(e modelEvent) {
 	case modelSyncLoop:
 		m.tl.add(e.at, "kube-proxy", "SyncLoop starts: start stamp on every family")
 		for _, x := range m.proc.proxiers {
-			x.loop, x.lastUpdated = true, e.at
+			x.loop, x.lastUpdated, x.lastQueued = true, e.at, e.at
 			m.schedule(e.at, x)
 		}
 	case modelList:
@@ -286,7 +289,7 @@ func (m *kubeProxyModel) deliver(e modelEvent) {
 		m.tl.add(e.at, "kube-proxy", "receives the withdrawal (%s)", e.fam)
 	}
 	if x.initialized {
-		x.queued = true // Proxier.Sync → runner.Run
+		x.queued, x.lastQueued = true, e.at // Proxier.Sync: the queued stamp, then runner.Run
 		m.schedule(e.at, x)
 	}
 }
@@ -393,10 +396,13 @@ func (m *kubeProxyModel) metrics(t time.Time) Metrics {
 	m.advance(t)
 	p := m.proc
 	mm := Metrics{ProcessStart: p.startRead.Add(m.skew), Synced: map[discovery.AddressType]time.Time{}, Pending: p.gauge, HasPending: true,
-		Durations: map[discovery.AddressType]SyncDurations{}}
+		Durations: map[discovery.AddressType]SyncDurations{}, Queued: map[discovery.AddressType]time.Time{}}
 	for _, x := range p.proxiers {
 		if !x.lastSync.IsZero() {
 			mm.Synced[x.fam] = x.lastSync.Add(m.skew + 20*time.Microsecond)
+		}
+		if !x.lastQueued.IsZero() {
+			mm.Queued[x.fam] = x.lastQueued.Add(m.skew)
 		}
 		mm.Durations[x.fam] = SyncDurations{Count: uint64(x.count), Sum: x.sum.Seconds()}
 	}

@@ -564,6 +564,8 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgem
 				witness = WitnessMetrics // healthz alone would have waited
 			case v == NodePending && ru.pendingSynced(n, f, fam, resumed):
 				v, witness, undated = NodeConfirmed, WitnessMetrics, true
+			case v == NodePending && ru.ambiguous(f, r, late, own) && ru.queuedHeld(n, f, resumed):
+				v, witness = NodeConfirmed, WitnessMetrics
 			case v == NodePending && ru.ambiguous(f, r, late, own) && ru.pendingQuiet(n, f, r, resumed):
 				v, witness, undated = NodeConfirmed, WitnessMetrics, true
 			}

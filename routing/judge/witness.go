@@ -20,6 +20,11 @@ const (
 //     the node's time right after healthz's per-family stamp, at the end
 //     of a successful sync only (never at the sync loop's start, unlike
 //     healthz's lastUpdated);
+//   - kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family}:
+//     set to the node's time when a change reaches the proxier of its
+//     family (Proxier.Sync, after the change is recorded for the next sync
+//     to take; the sync loop's start sets it too), before the sync runner
+//     is asked to run; never lowered;
 //   - process_start_time_seconds: the process that answers;
 //   - kubeproxy_sync_proxy_rules_endpoint_changes_pending: raised when
 //     kube-proxy receives an EndpointSlice change, set to 0 when a sync
@@ -37,6 +42,7 @@ const (
 type Metrics struct {
 	ProcessStart time.Time                           // zero: not in the answer
 	Synced       map[discovery.AddressType]time.Time // last successful sync per family
+	Queued       map[discovery.AddressType]time.Time // last change queued per family
 	Pending      int
 	HasPending   bool // the pending gauge was in the answer
 	// Durations is the sync-duration histogram's count and sum per family;
@@ -91,12 +97,18 @@ type metricsFacts struct {
 // metricsFamily is the successful syncs seen of one family, oldest first:
 // stamps only rise, so the last is the newest; and the duration
 // histogram's count and sum at the last answer that had them (counted).
+//
+// heldSeq and heldSent: the latest quick answer, sent at heldSent, whose
+// newest sync of the family (the stamp numbered heldSeq) started after the
+// last change kube-proxy had queued for it (Rule.queuedHeld).
 type metricsFamily struct {
-	fam     discovery.AddressType
-	stamps  []metricsStamp
-	count   uint64
-	sum     float64
-	counted bool
+	fam      discovery.AddressType
+	stamps   []metricsStamp
+	count    uint64
+	sum      float64
+	counted  bool
+	heldSeq  uint64
+	heldSent time.Time
 }
 
 // metricsStamp is one sync stamp read, taken when metricsFacts.seq became
@@ -200,6 +212,26 @@ func (mf *metricsFacts) take(fam discovery.AddressType, t time.Time, took time.D
 	mf.seq++
 	f.stamps = appendBounded(f.stamps, metricsStamp{at: t, seq: mf.seq, took: took}, maxMetricsStamps)
 	return mf.seq
+}
+
+// noteHeld notes an answer sent at sent and in by received whose newest
+// sync of fam, the stamp numbered seq, started after queued, the last
+// change kube-proxy had queued for fam when it served the answer: that
+// sync took every change queued by then (Rule.queuedHeld). The start is
+// the stamp less the sync's own measured duration, which runs from before
+// the sync takes the pending changes to after it stamps its end: never
+// later than the true start. Only a quick answer counts: one held by a
+// frozen kube-proxy was served before its informer could deliver what
+// came meanwhile.
+func (mf *metricsFacts) noteHeld(fam discovery.AddressType, seq uint64, queued, sent, received time.Time) {
+	s := mf.stamp(seq)
+	if s == nil || s.took <= 0 || queued.IsZero() || received.Sub(sent) > quickAnswer {
+		return
+	}
+	if queued.Before(s.at.Add(-s.took)) {
+		f := mf.family(fam)
+		f.heldSeq, f.heldSent = seq, sent
+	}
 }
 
 // stamp is the kept stamp numbered seq; nil when none is (dropped, or 0).
@@ -327,6 +359,7 @@ func (n *Node) RecordMetrics(m Metrics, sent, received time.Time) MetricsNote {
 		took := mf.ensure(fam).measure(d, ok)
 		if !t.IsZero() && i < len(carried) {
 			carried[i] = mf.take(fam, t, took)
+			mf.noteHeld(fam, carried[i], m.Queued[fam], sent, received)
 			i++
 		}
 	}
@@ -445,6 +478,31 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// queuedHeld is the queued-change rule, for an ambiguous sync S
+// (Rule.ambiguous: it may predate the change): a quick answer of the
+// process that answers healthz, sent at least D after from (our receipt
+// r, or after a stall its catch-up: Node.resumed), showed S as the
+// family's newest sync, measured, with the last change queued for the
+// family before S started (metricsFacts.noteHeld). kube-proxy had the
+// change by that answer (D is its lag behind us plus a sync), so the last
+// change it had queued was that one or a later one; S started after it,
+// and a sync takes every change queued before it starts (checkoutChanges
+// runs after the start it measures from). So S holds the change. It needs
+// no silence after S: it shares only rule 1's assumption (the change
+// reaches kube-proxy within D), and the sync is dated by its stamp.
+func (ru Rule) queuedHeld(n *Node, f *syncFacts, from time.Time) bool {
+	if !f.healthy || !f.metricsSync || !n.sameProcess() {
+		return false
+	}
+	mf := n.metrics // not nil: sameProcess
+	s := mf.stampOf(f)
+	fm := mf.family(f.family())
+	if s == nil || !s.tied || fm == nil || fm.heldSeq != s.seq {
+		return false
+	}
+	return !fm.heldSent.Before(from.Add(ru.Allowance))
 }
 
 // otherFamiliesIdle says whether every family but fam ran no sync from

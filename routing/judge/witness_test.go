@@ -626,3 +626,94 @@ func TestWitnessStallSpanningSyncBoundsItsStart(t *testing.T) {
 	}
 	s.expect(NodePending, "last sync may predate the change")
 }
+
+// metricsQueued is metricsTook with the family's last queued change at
+// queued, the answer in after rtt.
+func (s *nodeScenario) metricsQueued(at, rtt, sync time.Duration, count uint64, sum, queued time.Duration) MetricsNote {
+	m := Metrics{ProcessStart: s.t0.Add(-hour),
+		Synced:    map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.t0.Add(sync)},
+		Queued:    map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.t0.Add(queued)},
+		Durations: map[discovery.AddressType]SyncDurations{discovery.AddressTypeIPv4: {Count: count, Sum: sum.Seconds()}}}
+	return s.n.RecordMetrics(m, s.t0.Add(at), s.t0.Add(at+rtt))
+}
+
+// queuedScenario: a sync from 1005 ms to 1035 ms, right after the change
+// (R = 1 s): ambiguous by its completion, measured 30 ms long by the
+// metrics, which show the last change queued at 1003 ms, before it began.
+func queuedScenario(t *testing.T) *nodeScenario {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsQueued(905*ms, 5*ms, 400*ms+20*time.Microsecond, 10, time.Second, 300*ms)
+	s.answer(1100*ms, 10*ms, 1035*ms)
+	s.metricsQueued(1110*ms, 5*ms, 1035*ms+20*time.Microsecond, 11, 1030*ms, 1003*ms)
+	return s
+}
+
+// The sync started after the last change kube-proxy had queued, read in
+// an answer sent D after the change: kube-proxy had the change by then,
+// so that sync took it. Confirmed at once, not after rule 3's silence,
+// and dated by the sync.
+func TestWitnessQueuedBeforeTheSyncConfirms(t *testing.T) {
+	s := queuedScenario(t)
+	s.expect(NodePending, "may predate the change") // sent 110 ms after R: kube-proxy may not have had it
+	s.answer(1300*ms, 10*ms, 1035*ms)
+	s.metricsQueued(1310*ms, 5*ms, 1035*ms+20*time.Microsecond, 11, 1030*ms, 1003*ms)
+	s.expect(NodeConfirmed, "")
+	s.expectWitness(WitnessMetrics)
+	at, ok := s.rule.SyncedBy(s.n, map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r})
+	if !ok || at.After(s.t0.Add(1310*ms)) || at.Before(s.t0.Add(1035*ms)) {
+		t.Errorf("synced by %v (%v), want the sync's completion, dated", at.Sub(s.t0), ok)
+	}
+}
+
+// Each part of the rule is needed: a change queued after the sync began
+// (it may be ours, for the next sync), a sync whose duration the metrics
+// did not measure, an answer held by a frozen kube-proxy, and an answer
+// sent before R + D leave the sync to the silence rule.
+func TestWitnessQueuedRuleNeedsEachPart(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		queued        time.Duration
+		count         uint64
+		sum           time.Duration
+		sentAt, rtt   time.Duration
+		wantConfirmed bool
+	}{
+		{"queued after the sync began", 1010 * ms, 11, 1030 * ms, 1310 * ms, 5 * ms, false},
+		{"queued just after the measured start", 1006 * ms, 11, 1030 * ms, 1310 * ms, 5 * ms, false},
+		{"sync not measured", 1003 * ms, 10, time.Second, 1310 * ms, 5 * ms, false},
+		{"answer held 300 ms", 1003 * ms, 11, 1030 * ms, 1310 * ms, 300 * ms, false},
+		{"answer sent before R + D", 1003 * ms, 11, 1030 * ms, 1240 * ms, 5 * ms, false},
+		{"all parts", 1003 * ms, 11, 1030 * ms, 1310 * ms, 5 * ms, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newNodeScenario(t)
+			s.answer(900*ms, 10*ms, 400*ms)
+			s.metricsQueued(905*ms, 5*ms, 400*ms+20*time.Microsecond, 10, time.Second, 300*ms)
+			s.answer(tc.sentAt-10*ms, 5*ms, 1035*ms)
+			s.metricsQueued(tc.sentAt, tc.rtt, 1035*ms+20*time.Microsecond, tc.count, tc.sum, tc.queued)
+			if tc.wantConfirmed {
+				s.expect(NodeConfirmed, "")
+			} else {
+				s.expect(NodePending, "may predate the change")
+			}
+		})
+	}
+}
+
+// After a stall the answer must come D past the catch-up: a kube-proxy
+// that resumed has the changes it missed only then.
+func TestWitnessQueuedAfterAStall(t *testing.T) {
+	s := newNodeScenario(t)
+	s.answer(900*ms, 10*ms, 400*ms)
+	s.metricsQueued(905*ms, 5*ms, 400*ms+20*time.Microsecond, 10, time.Second, 300*ms)
+	s.answer(950*ms, 400*ms, 1035*ms) // held until 1350 ms: a stall from 950 ms, caught up by 1750 ms
+	s.metricsQueued(1360*ms, 5*ms, 1035*ms+20*time.Microsecond, 11, 1030*ms, 1003*ms)
+	s.expect(NodePending, "")
+	s.answer(1900*ms, 5*ms, 1035*ms)
+	s.metricsQueued(1910*ms, 5*ms, 1035*ms+20*time.Microsecond, 11, 1030*ms, 1003*ms)
+	s.expect(NodePending, "") // 1910 ms: before the catch-up + D (2000 ms)
+	s.answer(2010*ms, 5*ms, 1035*ms)
+	s.metricsQueued(2020*ms, 5*ms, 1035*ms+20*time.Microsecond, 11, 1030*ms, 1003*ms)
+	s.expect(NodeConfirmed, "")
+}
