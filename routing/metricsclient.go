@@ -50,9 +50,13 @@ const (
 )
 
 // silentError is a metrics request that no answer ended: the port
-// refused the connection, or nothing came within the timeout. The node
-// is not asked for its metrics again in the drain (Observer.readMetrics).
-type silentError struct{ err error }
+// refused the connection, or nothing came within the timeout (timedOut).
+// The node is not asked for its metrics again in the drain, unless a
+// timeout came while its kube-proxy was frozen (Observer.readMetrics).
+type silentError struct {
+	err      error
+	timedOut bool
+}
 
 func (e *silentError) Error() string { return e.err.Error() }
 func (e *silentError) Unwrap() error { return e.err }
@@ -284,7 +288,7 @@ func (c *metricsClient) fetch(ctx context.Context, addr string, timeout time.Dur
 	conn, err := c.dial(dctx, "tcp", addr)
 	dcancel()
 	if err != nil {
-		return m, sent, &silentError{fmt.Errorf("metrics at %s unreachable: %w", addr, clipError(err))}
+		return m, sent, &silentError{err: fmt.Errorf("metrics at %s unreachable: %w", addr, clipError(err))}
 	}
 	return c.exchange(ctx, conn, addr, timeout, false)
 }
@@ -335,7 +339,7 @@ func (c *metricsClient) exchange(ctx context.Context, conn net.Conn, addr string
 	m, err = parseMetricsWith(rd.body, resp.Body)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			return judge.Metrics{}, sent, &silentError{fmt.Errorf("metrics at %s did not answer within %v", addr, timeout)}
+			return judge.Metrics{}, sent, &silentError{fmt.Errorf("metrics at %s did not answer within %v", addr, timeout), true}
 		}
 		return judge.Metrics{}, sent, fmt.Errorf("metrics at %s: %w", addr, clipError(err))
 	}
@@ -349,7 +353,7 @@ func (c *metricsClient) exchange(ctx context.Context, conn net.Conn, addr string
 func (c *metricsClient) failed(ctx context.Context, addr string, err error, timeout time.Duration, reused bool) error {
 	switch {
 	case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
-		return &silentError{fmt.Errorf("metrics at %s did not answer within %v", addr, timeout)}
+		return &silentError{fmt.Errorf("metrics at %s did not answer within %v", addr, timeout), true}
 	case reused && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)):
 		return errStale

@@ -196,3 +196,45 @@ func BenchmarkSilentMetricsRound(b *testing.B) {
 		})
 	}
 }
+
+// A metrics port that timed out while the node's kube-proxy was frozen
+// (healthz shows a stall: a poll that went unanswered, then an answer) is
+// asked again after the stall, so that the witness serves the rest of the
+// drain (the frozen matrix cells); one that timed out while healthz
+// answered without a stall is not asked again.
+func TestMetricsTimeoutInAStallIsNotHeldAgainstThePort(t *testing.T) {
+	for _, stalled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stalled %v", stalled), func(t *testing.T) {
+			silent := newSilentPort(t)
+			f := newFleet(t, Config{Concurrency: 4, RequestTimeout: time.Second, MinPollInterval: FastPollInterval}, 1, silent)
+			f.round(t)
+			f.witnessing.Wait() // the metrics read timed out
+			if got := silent.count(); got != 1 {
+				t.Fatalf("metrics asked %d times after the first answer, want 1", got)
+			}
+			f.mu.Lock()
+			n := f.nodes[f.names[0]]
+			if _, ok := f.metricsTimedOut[n]; !ok {
+				t.Errorf("the timeout was not noted")
+			}
+			if stalled {
+				// As pollNode records a poll that went unanswered: kube-proxy frozen.
+				sent := f.clk.Now()
+				n.Failed(&judge.PollError{Pending: true, Msg: "accepted but did not answer within 1s"}, sent, sent.Add(time.Second))
+			}
+			f.mu.Unlock()
+			f.round(t) // healthz answers: the stall, if any, ends
+			f.witnessing.Wait()
+			f.mu.Lock()
+			off := f.metricsOff[n]
+			f.mu.Unlock()
+			want := 1
+			if stalled {
+				want = 2
+			}
+			if got := silent.count(); got != want || off == stalled {
+				t.Errorf("metrics asked %d times, off %v; want %d, off %v", got, off, want, !stalled)
+			}
+		})
+	}
+}

@@ -47,8 +47,12 @@ type Observer struct {
 	proofAt   time.Time              // the first instant a poll can prove the withdrawal synced (schedule.go)
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
-	// time, not asked for their metrics again (readMetrics).
+	// time, not asked for their metrics again (readMetrics);
+	// metricsTimedOut those whose metrics did not answer in time, since
+	// when: asked again once healthz shows the node stalled meanwhile
+	// (startMetrics).
 	metricsBusy, metricsOff map[*judge.Node]bool
+	metricsTimedOut         map[*judge.Node]time.Time
 	// metricsSlots bounds the metrics requests in flight; witnessing
 	// counts their goroutines, which Run waits for before it returns.
 	metricsSlots chan struct{}
@@ -115,9 +119,10 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 		kick:    make(chan struct{}, 1),
 		asked:   askedTimes{epoch: clk.Now(), at: map[*judge.Node]time.Duration{}},
 
-		metricsBusy:  map[*judge.Node]bool{},
-		metricsOff:   map[*judge.Node]bool{},
-		metricsSlots: make(chan struct{}, cfg.Concurrency),
+		metricsBusy:     map[*judge.Node]bool{},
+		metricsOff:      map[*judge.Node]bool{},
+		metricsTimedOut: map[*judge.Node]time.Time{},
+		metricsSlots:    make(chan struct{}, cfg.Concurrency),
 		watch: watchState{
 			services:  map[string]*corev1.Service{},
 			slices:    map[string]*storedSlice{},

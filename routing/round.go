@@ -152,6 +152,21 @@ func (o *Observer) startMetrics(ctx context.Context, n *judge.Node) {
 	if o.cfg.MetricsPort == 0 || o.metricsOff[n] || o.metricsBusy[n] {
 		return
 	}
+	if at, ok := o.metricsTimedOut[n]; ok {
+		// The first healthz answer since the metrics timed out: a frozen
+		// kube-proxy (SIGSTOP, a paused VM) holds both, and healthz shows
+		// it as a stall; one that answers healthz without a stall has a
+		// metrics port that does not answer.
+		delete(o.metricsTimedOut, n)
+		if !n.StalledSince(at) {
+			o.metricsOff[n] = true
+			o.log.Info("kube-proxy metrics not read: not asked again in this drain, healthz alone judges the node", "node", n.Name,
+				"err", "no answer within "+o.cfg.MetricsTimeout.String()+" while healthz answered without a stall")
+			return
+		}
+		n.MetricsOn()
+		o.log.Info("kube-proxy metrics read again: healthz showed the node stalled when they did not answer", "node", n.Name)
+	}
 	select {
 	case o.metricsSlots <- struct{}{}:
 	default:
@@ -165,10 +180,12 @@ func (o *Observer) startMetrics(ctx context.Context, n *judge.Node) {
 }
 
 // readMetrics reads n's metrics within MetricsTimeout and records them
-// after the healthz answer they follow. A port that refuses or does not
-// answer in time is not asked again in the drain (said once, with the
-// node): healthz alone judges the node, and the rounds do not pay a
-// timeout per node for a witness that is not there.
+// after the healthz answer they follow. A port that refuses, or does not
+// answer in time while healthz answers without a stall, is not asked
+// again in the drain (said once, with the node): healthz alone judges the
+// node, and the rounds do not pay a timeout per node for a witness that
+// is not there. A timeout within a stall of the node (a freeze: the
+// frozen matrix cells) is not held against the port (startMetrics).
 func (o *Observer) readMetrics(ctx context.Context, n *judge.Node) {
 	m, sent, err := o.metrics.fetch(ctx, metricsAddr(n.Addr, o.cfg.MetricsPort), o.cfg.MetricsTimeout)
 	o.mu.Lock()
@@ -184,6 +201,12 @@ func (o *Observer) readMetrics(ctx context.Context, n *judge.Node) {
 	}
 	var silent *silentError
 	switch {
+	case errors.As(err, &silent) && silent.timedOut:
+		// Not asked again unless healthz shows the node stalled (startMetrics);
+		// meanwhile healthz alone judges it.
+		o.metricsTimedOut[n] = now
+		n.MetricsOff()
+		o.log.Debug("kube-proxy metrics did not answer in time", "node", n.Name, "err", err)
 	case errors.As(err, &silent):
 		o.metricsOff[n] = true
 		n.MetricsOff()

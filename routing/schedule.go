@@ -190,6 +190,7 @@ func (o *Observer) forgetAsked() {
 		if o.nodes[n.Name] != n {
 			delete(o.asked.at, n)
 			delete(o.metricsOff, n)
+			delete(o.metricsTimedOut, n)
 		}
 	}
 }

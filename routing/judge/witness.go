@@ -548,6 +548,19 @@ func (n *Node) MetricsOff() {
 	}
 }
 
+// MetricsOn says the node's metrics are read again after MetricsOff (they
+// timed out while healthz showed kube-proxy stalled): a sync healthz shows
+// waits for them to measure it again.
+func (n *Node) MetricsOn() {
+	if n.metrics != nil {
+		n.metrics.off = false
+	}
+}
+
+// StalledSince says whether a stall of the node ended after t: it may not
+// have been running for part of the time since.
+func (n *Node) StalledSince(t time.Time) bool { return n.stalledSince(t) }
+
 // For is the rule for node n. Where kube-proxy's metrics measured its
 // syncs (the stamps kept, this drain, of the process that answers
 // healthz), D is at least the longest of them plus the watch's skew (Lag,
