@@ -2,6 +2,8 @@ package judge
 
 import (
 	"fmt"
+	"math"
+	"sync"
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
@@ -29,7 +31,8 @@ type syncFacts struct {
 	// read currentTime at some instant between our request and its answer,
 	// so completion ∈ [sent − age, received − age], age = currentTime −
 	// lastUpdated. Each poll's interval holds it; their intersection too.
-	earliest, latest time.Time
+	// Instants, 8 bytes each (times read by earliestAt and latestAt).
+	earliest, latest instant
 	age              time.Duration // largest currentTime − lastUpdated seen
 	// silent is how long kube-proxy provably ran after this sync without
 	// running another: the largest age of an answer followed, for the same
@@ -46,8 +49,8 @@ type syncFacts struct {
 	recent []time.Duration
 	// lastQuick is when (our clock) the latest quick answer showing this
 	// sync was sent: kube-proxy was running then and had completed no
-	// newer sync (witness.go's pendingQuiet).
-	lastQuick time.Time
+	// newer sync (witness.go's pendingQuiet). noInstant: none.
+	lastQuick instant
 	healthy   bool
 	// startStamp: first seen after a failed poll, this lastUpdated may be
 	// a restarted kube-proxy's start rather than a sync (Node.failed).
@@ -139,7 +142,7 @@ type Node struct {
 	// come since. The node did not run at the timeout, and it resumed at
 	// some instant before the next answer, however quick that answer: the
 	// stall lasts until that answer is in (Record).
-	stalledFrom time.Time
+	stalledFrom instant
 	// connFirst is the node-clock currentTime of the first answer on the
 	// connection healthz answers on now: the process that answers there
 	// had started by then (witness.go's same-process test).
@@ -172,7 +175,7 @@ type Node struct {
 // NewNode is a node not asked yet. Without an address it is unverified:
 // nothing can be asked.
 func NewNode(name, addr string) *Node {
-	n := &Node{Name: name, Addr: addr}
+	n := &Node{Name: name, Addr: addr, stalledFrom: noInstant}
 	if addr == "" {
 		n.problem = &PollError{Msg: "node has no InternalIP to reach kube-proxy at"}
 	}
@@ -193,8 +196,8 @@ func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 	}
 	if e.Pending { // accepted, never answered: kube-proxy is not running
 		n.stalled(sent, now, true)
-		if n.stalledFrom.IsZero() {
-			n.stalledFrom = sent
+		if n.stalledFrom == noInstant {
+			n.stalledFrom = instantOf(sent)
 		}
 	}
 	return changed
@@ -263,7 +266,7 @@ func (n *Node) stalled(from, to time.Time, timedOut bool) {
 func (n *Node) reference(f *syncFacts, r time.Time, catchUp time.Duration) (late time.Time) {
 	late = r
 	for _, s := range n.stalls {
-		if !f.latest.After(s.from) {
+		if !f.latestAt().After(s.from) {
 			continue
 		}
 		late = maxTime(late, s.caughtUp(catchUp))
@@ -286,7 +289,7 @@ func (n *Node) resumed(r time.Time, lag, catchUp time.Duration) time.Time {
 			at = maxTime(at, s.caughtUp(catchUp))
 		}
 	}
-	if !n.stalledFrom.IsZero() {
+	if n.stalledFrom != noInstant {
 		// Not answered since a poll timed out: it has not resumed yet.
 		at = maxTime(at, farFuture)
 	}
@@ -324,12 +327,12 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		n.connFirst = h.CurrentTime.UnixNano()
 	}
 	switch {
-	case !n.stalledFrom.IsZero():
+	case n.stalledFrom != noInstant:
 		// The first answer after an unanswered poll: a request sent just
 		// before kube-proxy resumed comes back quick, yet its watch and
 		// sync loop have only just resumed too.
-		n.stalled(n.stalledFrom, received, true)
-		n.stalledFrom = time.Time{}
+		n.stalled(n.stalledFrom.time(), received, true)
+		n.stalledFrom = noInstant
 	case received.Sub(sent) > quickAnswer:
 		n.stalled(sent, received, false)
 	}
@@ -352,8 +355,8 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 				n.syncs = append(n.syncs, syncFacts{})
 				f = &n.syncs[len(n.syncs)-1]
 			}
-			*f = syncFacts{v6: fam == discovery.AddressTypeIPv6, lastUpdated: fh.LastUpdated.UnixNano(), earliest: lo, latest: hi, age: age, healthy: fh.Healthy,
-				startStamp: failed, firstAnswer: !sameProcess, recent: f.recent[:0]}
+			*f = syncFacts{v6: fam == discovery.AddressTypeIPv6, lastUpdated: fh.LastUpdated.UnixNano(), earliest: instantOf(lo), latest: instantOf(hi),
+				lastQuick: noInstant, age: age, healthy: fh.Healthy, startStamp: failed, firstAnswer: !sameProcess, recent: f.recent[:0]}
 			f.metricsSync = n.metrics.synced(fam, fh.LastUpdated, n.firstOnConn())
 			f.noteQuick(age, sent, received, settle)
 			continue
@@ -361,7 +364,8 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 		if f.stepped {
 			continue // nothing this sync says is trusted any more
 		}
-		if lo.Sub(f.latest) > stepTolerance || f.earliest.Sub(hi) > stepTolerance {
+		earliest, latest := f.earliestAt(), f.latestAt()
+		if lo.Sub(latest) > stepTolerance || earliest.Sub(hi) > stepTolerance {
 			// Polls of one sync that place it far apart: the node's clock
 			// was stepped between them, and a backward step makes an old
 			// sync look recent. Neither poll is trusted; a newer sync,
@@ -370,12 +374,13 @@ func (n *Node) Record(h Healthz, sent, received time.Time, settle time.Duration,
 			continue
 		}
 		f.noteQuick(age, sent, received, settle)
-		if lo.After(f.latest) || hi.Before(f.earliest) {
+		if lo.After(latest) || hi.Before(earliest) {
 			// A small disagreement (clock slewing): take both intervals.
-			f.earliest, f.latest = minTime(f.earliest, lo), maxTime(f.latest, hi)
+			earliest, latest = minTime(earliest, lo), maxTime(latest, hi)
 		} else {
-			f.earliest, f.latest = maxTime(f.earliest, lo), minTime(f.latest, hi)
+			earliest, latest = maxTime(earliest, lo), minTime(latest, hi)
 		}
+		f.earliest, f.latest = instantOf(earliest), instantOf(latest)
 		f.age = max(f.age, age)
 		f.healthy = fh.Healthy
 	}
@@ -387,7 +392,7 @@ func (f *syncFacts) noteQuick(age time.Duration, sent, received time.Time, settl
 	if received.Sub(sent) > quickAnswer {
 		return
 	}
-	f.lastQuick = maxTime(f.lastQuick, sent)
+	f.lastQuick = instantOf(maxTime(f.lastQuick.time(), sent))
 	keep := f.recent[:0]
 	for _, a := range f.recent {
 		if a+settle <= age {
@@ -416,6 +421,41 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// instant is an instant of our clock in 8 bytes where a time.Time takes
+// 24, kept per node for thousands of nodes: its offset from epoch, the
+// first time stored (the judgement reads no clock: it is handed its
+// times), so that the instant read back (time) keeps a monotonic reading
+// where the times handed in have one (epoch.Add keeps epoch's) and
+// compares as they did. noInstant stands for the zero time.
+type instant int64
+
+const noInstant instant = math.MinInt64
+
+var (
+	epoch     time.Time
+	epochOnce sync.Once
+)
+
+func instantOf(t time.Time) instant {
+	if t.IsZero() {
+		return noInstant
+	}
+	epochOnce.Do(func() { epoch = t })
+	return instant(t.Sub(epoch))
+}
+
+func (i instant) time() time.Time {
+	if i == noInstant {
+		return time.Time{}
+	}
+	return epoch.Add(time.Duration(i))
+}
+
+// earliestAt and latestAt are the bounds of the sync's completion (earliest,
+// latest) as times.
+func (f *syncFacts) earliestAt() time.Time { return f.earliest.time() }
+func (f *syncFacts) latestAt() time.Time   { return f.latest.time() }
+
 // Rule is the confirmation rule's three durations, explained with the
 // measurements behind their defaults in the package comment.
 type Rule struct {
@@ -429,6 +469,7 @@ type Rule struct {
 // Node.ownTook.
 func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool, own time.Duration) (NodeVerdict, string) {
 	lateBy := ru.lateBy(own)
+	earliest := f.earliestAt()
 	switch {
 	case !f.healthy:
 		return NodePending, "kube-proxy reports a change unsynced for longer than its healthz timeout"
@@ -439,7 +480,7 @@ func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool, ow
 		return NodePending, "healthz failed before this lastUpdated: it may be a restarted kube-proxy's start, not a sync; waiting for a later one"
 	case f.stepped:
 		return NodePending, "the node's clock was stepped since the last sync: its age is not trusted; waiting for a newer sync"
-	case f.firstAnswer && !f.metricsSync && !f.earliest.Before(late.Add(lateBy)):
+	case f.firstAnswer && !f.metricsSync && !earliest.Before(late.Add(lateBy)):
 		// Late enough to confirm, but first seen on a new connection: a
 		// kube-proxy restarted after the change and before that connection
 		// stamped it at start, and the old instance's rules may still pick
@@ -447,20 +488,20 @@ func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool, ow
 		// cannot confirm by lateness); only a later one on this connection,
 		// from the same process, is a sync.
 		return NodePending, "lastUpdated first seen on a new connection, after the change: it may be a kube-proxy restarted since, stamping its start, not a sync; waiting for a later one"
-	case !f.earliest.Before(late.Add(lateBy)) && !measured:
+	case !earliest.Before(late.Add(lateBy)) && !measured:
 		return NodePending, "a sync completed late enough; waiting for kube-proxy's metrics to say how long it took"
-	case !f.earliest.Before(late.Add(lateBy)):
+	case !earliest.Before(late.Add(lateBy)):
 		// Completed at least D after our receipt (after a stall, after the
 		// catch-up): it started after kube-proxy had the change, so it
 		// holds it. (Rule.For has raised D to the syncs the metrics
 		// measured; lateBy to this sync's own duration, where they
 		// measured it.)
 		return NodeConfirmed, ""
-	case f.earliest.Before(r.Add(-ru.Lag)):
+	case earliest.Before(r.Add(-ru.Lag)):
 		// Completed before kube-proxy can have had the change: the sync
 		// that holds it has not happened. A partitioned kube-proxy stays
 		// here, healthy, for as long as the partition lasts.
-		return NodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(f.earliest).Round(time.Millisecond))
+		return NodePending, fmt.Sprintf("no sync since the change (last sync %v before it)", r.Sub(earliest).Round(time.Millisecond))
 	case f.silent >= ru.silence(f, resumed):
 		// Ambiguous, but had it missed the change, kube-proxy would have
 		// run the next sync within minSyncPeriod of its end and finished it
@@ -479,7 +520,7 @@ func (ru Rule) judge(f *syncFacts, r, late, resumed time.Time, measured bool, ow
 // bounds when it was read. Without a stall since r − Lag that adds nothing
 // (the sync completed after r − Lag).
 func (ru Rule) silence(f *syncFacts, resumed time.Time) time.Duration {
-	return max(ru.MinSync+ru.Allowance, resumed.Add(ru.Allowance).Sub(f.earliest))
+	return max(ru.MinSync+ru.Allowance, resumed.Add(ru.Allowance).Sub(f.earliestAt()))
 }
 
 // lateBy is how long after late (Node.reference) a sync must have
@@ -501,10 +542,10 @@ func (ru Rule) ambiguous(f *syncFacts, r, late time.Time, own time.Duration) boo
 	switch {
 	case !f.healthy, f.stepped, f.startStamp && !f.metricsSync:
 		return false
-	case f.earliest.Before(r.Add(-ru.Lag)):
+	case f.earliestAt().Before(r.Add(-ru.Lag)):
 		return false // no sync since the change
 	}
-	return f.earliest.Before(late.Add(ru.lateBy(own)))
+	return f.earliestAt().Before(late.Add(ru.lateBy(own)))
 }
 
 // Node is a node's verdict for the changes each family must hold
@@ -571,7 +612,7 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgem
 			}
 			if v == NodeConfirmed {
 				// The sync judged holds the change; it completed by latest.
-				syncedBy = maxTime(syncedBy, f.latest)
+				syncedBy = maxTime(syncedBy, f.latestAt())
 			}
 			ofFam = true
 		} else if n.answered {

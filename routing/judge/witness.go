@@ -108,7 +108,7 @@ type metricsFamily struct {
 	sum      float64
 	counted  bool
 	heldSeq  uint64
-	heldSent time.Time
+	heldSent instant
 }
 
 // metricsStamp is one sync stamp read, taken when metricsFacts.seq became
@@ -230,7 +230,7 @@ func (mf *metricsFacts) noteHeld(fam discovery.AddressType, seq uint64, queued, 
 	}
 	if queued.Before(s.at.Add(-s.took)) {
 		f := mf.family(fam)
-		f.heldSeq, f.heldSent = seq, sent
+		f.heldSeq, f.heldSent = seq, instantOf(sent)
 	}
 }
 
@@ -469,7 +469,7 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 			continue // too early, or the answer did not carry S as its newest sync
 		}
 		quiet := z.received.Add(ru.Allowance)
-		if f.lastQuick.Before(quiet) {
+		if f.lastQuick.time().Before(quiet) {
 			continue
 		}
 		if n.stalledSince(z.sent) || !ru.otherFamiliesIdle(n, f.family(), r, quiet) {
@@ -502,7 +502,7 @@ func (ru Rule) queuedHeld(n *Node, f *syncFacts, from time.Time) bool {
 	if s == nil || !s.tied || fm == nil || fm.heldSeq != s.seq {
 		return false
 	}
-	return !fm.heldSent.Before(from.Add(ru.Allowance))
+	return !fm.heldSent.time().Before(from.Add(ru.Allowance))
 }
 
 // otherFamiliesIdle says whether every family but fam ran no sync from
@@ -514,7 +514,7 @@ func (ru Rule) otherFamiliesIdle(n *Node, fam discovery.AddressType, r, quiet ti
 		if g.family() == fam {
 			continue
 		}
-		if !g.healthy || g.stepped || !g.latest.Before(r.Add(-ru.Lag)) || g.lastQuick.Before(quiet) {
+		if !g.healthy || g.stepped || !g.latestAt().Before(r.Add(-ru.Lag)) || g.lastQuick.time().Before(quiet) {
 			return false
 		}
 	}
