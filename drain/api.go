@@ -70,6 +70,11 @@ type Settings struct {
 	// already on the wire when the last node's rules dropped the pod,
 	// counted by a reading that ends up to two poll intervals later.
 	InFlightAllowance time.Duration
+	// PollInterval is how often the counters are read while draining: a
+	// reading that comes later than it after the one before counts
+	// connections an on-time reading would have counted sooner, and they
+	// are judged as of then (audit.go). 0: every reading is on time.
+	PollInterval time.Duration
 }
 
 // Worker is one HAProxy worker process as seen in one observation.

@@ -35,12 +35,20 @@ type audit struct {
 	maxGap   time.Duration             // the longest a late arrival was counted after from
 	dated    bool                      // the latest late arrival was judged against the confirmation's evidence
 	unjudged []arrival                 // readings of the drain with new connections not counted late, newest last
+	poll     time.Duration             // Settings.PollInterval; 0: readings are taken as on time
+	prev     time.Time                 // the last successful reading
 }
 
-// arrival is one reading's new connections per frontend.
+// arrival is one reading's new connections per frontend, counted by the
+// reading at at. due is when a reading on schedule would have counted
+// them at the latest: a poll interval after the successful reading
+// before, where that comes before at. The window and the allowance
+// assume readings on schedule; a reading delayed past them (a loaded
+// machine, a slow master CLI) counts connections that may have come in
+// time, and they are late only when due is after by.
 type arrival struct {
-	at    time.Time
-	added map[string]uint64
+	at, due time.Time
+	added   map[string]uint64
 }
 
 // maxUnjudged bounds the readings kept for a later verdict to judge: 6.4 s
@@ -68,7 +76,7 @@ func (a *audit) routing(r Routing, now, evidence time.Time) (late int) {
 	}
 	kept := a.unjudged[:0]
 	for _, e := range a.unjudged {
-		if e.at.After(a.by) {
+		if e.due.After(a.by) {
 			late += a.count(e)
 		} else {
 			kept = append(kept, e)
@@ -81,8 +89,8 @@ func (a *audit) routing(r Routing, now, evidence time.Time) (late int) {
 // observe counts the new connections of a successful reading: a worker's
 // Accepted that rose, or a worker first seen after the first reading with
 // Accepted above zero (a reload's new worker starts at zero). Those counted
-// in a reading taken after by are late. It returns how many this reading
-// added.
+// in a reading taken after by, and due after it (arrival), are late. It
+// returns how many this reading added.
 func (a *audit) observe(o Observation, draining bool) int {
 	if o.Err != nil {
 		return 0
@@ -102,6 +110,11 @@ func (a *audit) observe(o Observation, draining bool) int {
 		next[w.PID] = w.Accepted
 	}
 	a.accepted = next
+	due := o.At
+	if !a.prev.IsZero() && a.poll > 0 && a.prev.Add(a.poll).Before(due) {
+		due = a.prev.Add(a.poll)
+	}
+	a.prev = o.At
 	total := 0
 	for _, n := range added {
 		total += int(n)
@@ -109,8 +122,8 @@ func (a *audit) observe(o Observation, draining bool) int {
 	if !draining || total == 0 {
 		return 0
 	}
-	e := arrival{at: o.At, added: added}
-	if a.by.IsZero() || !o.At.After(a.by) {
+	e := arrival{at: o.At, due: due, added: added}
+	if a.by.IsZero() || !due.After(a.by) {
 		if len(a.unjudged) == maxUnjudged {
 			a.unjudged = a.unjudged[1:]
 		}

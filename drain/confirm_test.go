@@ -154,3 +154,33 @@ func TestUnconfirmedKeepsTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// With readings every 100 ms (Settings.PollInterval), one delayed to 0.9 s
+// (a loaded machine: the reading before came at 0.5 s) counts connections
+// an on-time reading would have counted by 0.6 s, the evidence (0.4 s)
+// plus the allowance: they may have come in time and are not late. The
+// next reading, on time, counts one that came after: late, and the drain
+// ends unverified. Without the delay, the same connection is late at the
+// reading that counts it.
+func TestConfirmedDelayedReadingIsJudgedAsOfItsTurn(t *testing.T) {
+	s := confirmSettings
+	s.PollInterval = 100 * time.Millisecond
+	r := serving(t, s)
+	r.poll(0, nc(100, 5))
+	r.stop(0)
+	r.want(sec(0.5), r.poll(sec(0.5), nc(100, 6)), None)
+	r.confirmed(sec(0.5), sec(0.4)) // explains until 0.6 s
+	r.want(sec(0.9), r.poll(sec(0.9), nc(100, 9)), None)
+	if st := r.d.Status(at(sec(0.9))); st.LateConnections != 0 {
+		t.Fatalf("LateConnections %d after the delayed reading, want 0: due at 0.6 s", st.LateConnections)
+	}
+	r.want(sec(1.0), r.poll(sec(1.0), nc(100, 10)), None)
+	if st := r.d.Status(at(sec(1.0))); st.LateConnections != 1 {
+		t.Fatalf("LateConnections %d, want the 1 counted on time at 1.0 s", st.LateConnections)
+	}
+	r.pollIdle(sec(1.1), sec(1.4), sec(0.1), nc(100, 10))
+	r.want(sec(1.5), r.poll(sec(1.5), nc(100, 10)), SoftStop) // quiet 500 ms after 1.0 s
+	if st := r.d.Status(at(sec(1.5))); st.Reason != ReasonUnverified || st.LateConnections != 1 {
+		t.Fatalf("end %s with %d late, want unverified with 1", st.Reason, st.LateConnections)
+	}
+}

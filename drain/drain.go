@@ -135,7 +135,7 @@ func New(s Settings) *Drain {
 		phase:   Starting,
 		routing: Routing{State: RoutingOff},
 		q:       newQuiet(s),
-		a:       audit{window: s.InFlightWindow, allow: s.InFlightAllowance},
+		a:       audit{window: s.InFlightWindow, allow: s.InFlightAllowance, poll: s.PollInterval},
 	}
 }
 

@@ -444,6 +444,7 @@ func drainSettings(s conf.Settings, insp haproxy.Inspection, mode string) drain.
 		Margin:               s.Margin,
 		InFlightWindow:       auditWindow(s, mode),
 		InFlightAllowance:    s.InFlightAllowance(),
+		PollInterval:         s.PollInterval,
 	}
 	if s.Companion != "" {
 		// The companion's stop comes between the drain's end and the soft
