@@ -21,10 +21,12 @@ func metricsPods(t *testing.T, metrics bool) (e *drainEnv, url string, a, b *hap
 	return twoPods(t, k8stest.Options{Nodes: 2, KubeProxyMetrics: true}, po, po)
 }
 
-// kube-proxy on node2 is stopped 300 ms after the delete of web-a, before
-// any healthz answer can confirm the withdrawal there (its sync, tens of
-// milliseconds after the change, is ambiguous until kube-proxy provably
-// ran 1.25 s past it), and started again 3 s after the delete. The new
+// kube-proxy on node2 is stopped just before the delete of web-a, so that
+// no answer can confirm the withdrawal there before it restarts (a sync
+// right after the change confirms from an answer D after it, the
+// queued-change rule's, and a stop 300 ms after the delete raced that
+// answer), and started again 3 s after the delete: its kernel rules, the
+// old ones, keep sending to web-a meanwhile. The new
 // kube-proxy's first sync follows its start stamp within milliseconds, so
 // healthz's first answer after the restart shows that sync — which healthz
 // alone cannot tell from a start stamp: it waits for a later sync, which
@@ -41,11 +43,10 @@ func TestDrain_MetricsWitnessAfterRestart(t *testing.T) {
 	e, url, a, _ := metricsPods(t, true)
 	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	kp := e.H.KubeProxy(2)
-	a.terminate(t)
-	time.Sleep(time.Until(a.deletedAt.Add(300 * time.Millisecond)))
 	if err := kp.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
 	if a.Exited() {
 		t.Fatalf("hapsuper of web-a exited while node2's kube-proxy was down:\n%s", a.Tail(20))
@@ -92,11 +93,10 @@ func TestDrain_MetricsOffAfterRestart(t *testing.T) {
 	e, url, a, _ := metricsPods(t, false)
 	tr := startTraffic(t, url, e.H.Nodes(), nil)
 	kp := e.H.KubeProxy(2)
-	a.terminate(t)
-	time.Sleep(time.Until(a.deletedAt.Add(300 * time.Millisecond)))
 	if err := kp.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	a.terminate(t)
 	time.Sleep(time.Until(a.deletedAt.Add(3 * time.Second)))
 	if err := kp.Start(); err != nil {
 		t.Fatal(err)
