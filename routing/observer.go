@@ -44,7 +44,12 @@ type Observer struct {
 	asked     askedTimes             // when each node was last asked (schedule.go)
 	baseline  baselineQueue          // the next baseline polls while serving (baseline.go)
 	drainSeen time.Time              // when a round first saw the drain started (relistDue)
-	proofAt   time.Time              // the first instant a poll can prove the withdrawal synced (schedule.go)
+	// proofAt is the next instant a poll can prove a node's sync that the
+	// last round judged pending (schedule.go's firstProofs), proofTargets
+	// the withdrawal it judged; zero and nil where the nodes are asked on
+	// their schedule only.
+	proofAt      time.Time
+	proofTargets map[discovery.AddressType]time.Time
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
 	// time, not asked for their metrics again (readMetrics);

@@ -81,7 +81,10 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 	var targets map[discovery.AddressType]time.Time
 	if !serving && withdrawn {
 		targets = judge.Targets(o.watch.paths) // only the withdrawn case reads them
-		o.proofAt = o.firstProof(targets)
+	}
+	o.proofAt, o.proofTargets = time.Time{}, nil
+	if o.proofsOn() && targets != nil {
+		o.proofTargets = targets
 	}
 	for _, n := range o.nodes {
 		switch {
@@ -97,6 +100,7 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 		default:
 			if v, _ := o.judging.Rule.Node(n, targets); v != judge.NodeConfirmed {
 				todo = append(todo, n)
+				o.noteProof(n, now)
 			}
 		}
 	}

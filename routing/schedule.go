@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/hapsuper/hapsuper/routing/judge"
@@ -99,32 +98,39 @@ func (o *Observer) nodeDue(n *judge.Node) time.Time {
 		return asked
 	}
 	due := asked.Add(o.pollEvery())
-	if p := o.proofAt; !p.IsZero() && asked.Before(p) && p.Before(due) {
-		due = p
+	if o.proofTargets != nil {
+		if p := o.judging.Rule.FirstProof(n, o.proofTargets); !p.IsZero() && asked.Before(p) && p.Before(due) {
+			due = p
+		}
 	}
 	return due
 }
 
-// firstProof is the first instant at which a poll can confirm a node
-// whose kube-proxy synced the withdrawal (targets: family → our receipt)
-// right after receiving it, where the metrics witness is read and the
-// nodes are few enough to be asked all at once then within pollRate: D
-// past the latest receipt, the queued-change rule's wait
-// (judge.Rule.queuedHeld). Such a sync completes within tens of ms of the
-// receipt, and at the rounds' pace the proof waited up to a poll interval
-// more. Zero otherwise: the nodes are asked on their schedule. Called with
+// proofsOn says whether a pending node is also asked at the first instant
+// an answer can prove a sync that ran right after the withdrawal
+// (judge.Rule.FirstProof: D past our receipt, or past a stall's
+// catch-up), where it comes before the node's next turn: with the metrics
+// witness read (the queued-change rule is theirs) and nodes few enough to
+// be asked all at once within pollRate. Such a sync completes within tens
+// of ms of the receipt or of a frozen kube-proxy's resume, and at the
+// rounds' pace the proof waited up to a poll interval more. Called with
 // o.mu held.
-func (o *Observer) firstProof(targets map[discovery.AddressType]time.Time) time.Time {
+func (o *Observer) proofsOn() bool {
 	c := o.cfg
-	if c.MetricsPort == 0 || len(targets) == 0 || c.MinPollInterval == 0 ||
-		len(o.nodes) > int(int64(pollRate)*int64(c.MinPollInterval)/int64(time.Second)) {
-		return time.Time{}
+	return c.MetricsPort != 0 && c.MinPollInterval > 0 &&
+		len(o.nodes) <= int(int64(pollRate)*int64(c.MinPollInterval)/int64(time.Second))
+}
+
+// noteProof keeps in proofAt the earliest proof instant after now of the
+// pending nodes, for Run to start a round then (untilNextRound). Called
+// with o.mu held.
+func (o *Observer) noteProof(n *judge.Node, now time.Time) {
+	if o.proofTargets == nil {
+		return
 	}
-	var last time.Time
-	for _, r := range targets {
-		last = maxTime(last, r)
+	if p := o.judging.Rule.FirstProof(n, o.proofTargets); p.After(now) && (o.proofAt.IsZero() || p.Before(o.proofAt)) {
+		o.proofAt = p
 	}
-	return last.Add(o.judging.Rule.Allowance)
 }
 
 // scheduledRound is Run's confirmation round: it asks the nodes that

@@ -505,6 +505,28 @@ func (ru Rule) queuedHeld(n *Node, f *syncFacts, from time.Time) bool {
 	return !fm.heldSent.time().Before(from.Add(ru.Allowance))
 }
 
+// FirstProof is the first instant of our clock at which an answer of n
+// can prove, by the queued-change rule (queuedHeld), a sync that ran right
+// after the changes (targets: family → our receipt): D past the later of
+// the receipt and, after a stall, its catch-up (Node.resumed), the latest
+// over the families. Zero while n is stalled (a poll unanswered since it
+// timed out: when it resumes is not known yet).
+func (ru Rule) FirstProof(n *Node, targets map[discovery.AddressType]time.Time) time.Time {
+	ru = ru.For(n)
+	var at time.Time
+	for fam, r := range targets {
+		from := maxTime(r, n.resumed(r, ru.Lag, ru.MinSync))
+		if f := n.sync(fam); f != nil {
+			from = maxTime(from, n.reference(f, r, ru.MinSync))
+		}
+		if !from.Before(farFuture) {
+			return time.Time{}
+		}
+		at = maxTime(at, from.Add(ru.Allowance))
+	}
+	return at
+}
+
 // otherFamiliesIdle says whether every family but fam ran no sync from
 // before R − Lag until a quick answer sent at quiet or later: its newest
 // sync completed before then and is still its newest at that answer.

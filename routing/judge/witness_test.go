@@ -717,3 +717,25 @@ func TestWitnessQueuedAfterAStall(t *testing.T) {
 	s.metricsQueued(2020*ms, 5*ms, 1035*ms+20*time.Microsecond, 11, 1030*ms, 1003*ms)
 	s.expect(NodeConfirmed, "")
 }
+
+// The first instant an answer can prove a sync by the queued-change rule
+// is D past the change's receipt, or after a stall D past its catch-up
+// (the stall's end plus its length, at most MinSync); none is known while
+// a poll is unanswered. TestWitnessQueuedAfterAStall checks the rule
+// against the same instant.
+func TestFirstProof(t *testing.T) {
+	s := newNodeScenario(t)
+	targets := map[discovery.AddressType]time.Time{discovery.AddressTypeIPv4: s.r}
+	s.answer(900*ms, 10*ms, 400*ms)
+	if got, want := s.rule.FirstProof(s.n, targets), s.r.Add(250*ms); !got.Equal(want) {
+		t.Errorf("first proof at +%v, want R + D", got.Sub(s.t0))
+	}
+	s.n.Failed(&PollError{Pending: true, Msg: "accepted but did not answer within 1s"}, s.t0.Add(1100*ms), s.t0.Add(2100*ms))
+	if got := s.rule.FirstProof(s.n, targets); !got.IsZero() {
+		t.Errorf("first proof at +%v while a poll is unanswered, want none", got.Sub(s.t0))
+	}
+	s.answer(2200*ms, 10*ms, 1035*ms) // the stall: 1100 ms to 2210 ms; caught up by 3210 ms
+	if got, want := s.rule.FirstProof(s.n, targets), s.t0.Add(3460*ms); !got.Equal(want) {
+		t.Errorf("first proof at +%v after the stall, want +%v: D past its catch-up", got.Sub(s.t0), want.Sub(s.t0))
+	}
+}
