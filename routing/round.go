@@ -163,9 +163,7 @@ func (o *Observer) startMetrics(ctx context.Context, n *judge.Node) {
 		// metrics port that does not answer.
 		delete(o.metricsTimedOut, n)
 		if !n.StalledSince(at) {
-			o.metricsOff[n] = true
-			o.log.Info("kube-proxy metrics not read: not asked again in this drain, healthz alone judges the node", "node", n.Name,
-				"err", "no answer within "+o.cfg.MetricsTimeout.String()+" while healthz answered without a stall")
+			o.metricsGone(n, "no answer within "+o.cfg.MetricsTimeout.String()+" while healthz answered without a stall")
 			return
 		}
 		n.MetricsOn()
@@ -212,9 +210,7 @@ func (o *Observer) readMetrics(ctx context.Context, n *judge.Node) {
 		n.MetricsOff()
 		o.log.Debug("kube-proxy metrics did not answer in time", "node", n.Name, "err", err)
 	case errors.As(err, &silent):
-		o.metricsOff[n] = true
-		n.MetricsOff()
-		o.log.Info("kube-proxy metrics not read: not asked again in this drain, healthz alone judges the node", "node", n.Name, "err", err)
+		o.metricsGone(n, err.Error())
 	case err != nil:
 		// Healthz alone judges the node: a metrics answer missing proves
 		// nothing either way.
@@ -230,6 +226,15 @@ func (o *Observer) readMetrics(ctx context.Context, n *judge.Node) {
 		}
 	}
 	o.confirmed(n, now.Sub(sent))
+}
+
+// metricsGone turns n's metrics off for the rest of the drain (their
+// port refused, or did not answer while healthz did) and says so once,
+// with why. Called with o.mu held.
+func (o *Observer) metricsGone(n *judge.Node, why string) {
+	o.metricsOff[n] = true
+	n.MetricsOff()
+	o.log.Info("kube-proxy metrics not read: not asked again in this drain, healthz alone judges the node", "node", n.Name, "err", why)
 }
 
 // confirmed says whether n is confirmed now that the drain needs it, and

@@ -296,6 +296,19 @@ func (n *Node) resumed(r time.Time, lag, catchUp time.Duration) time.Time {
 	return at
 }
 
+// since is what a sync f of n (nil: none seen yet) is judged from for a
+// change we received at r: late (Node.reference) and resumed (the later
+// of late and Node.resumed), the instant from which kube-proxy has the
+// change if it runs. Rule.node judges by them and Rule.FirstProof
+// schedules by them, so the two cannot drift apart.
+func (ru Rule) since(n *Node, f *syncFacts, r time.Time) (late, resumed time.Time) {
+	late = r
+	if f != nil {
+		late = n.reference(f, r, ru.MinSync)
+	}
+	return late, maxTime(late, n.resumed(r, ru.Lag, ru.MinSync))
+}
+
 // farFuture stands for an instant not reached yet.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -596,8 +609,7 @@ func (ru Rule) node(n *Node, targets map[discovery.AddressType]time.Time) judgem
 	for fam, r := range targets {
 		v, w, ofFam := NodePending, "healthz not read yet", false
 		if f := n.sync(fam); f != nil {
-			late := n.reference(f, r, ru.MinSync)
-			resumed := maxTime(late, n.resumed(r, ru.Lag, ru.MinSync))
+			late, resumed := ru.since(n, f, r)
 			own := n.ownTook(f)
 			v, w = ru.judge(f, r, late, resumed, n.measured(f), own)
 			switch {

@@ -472,7 +472,7 @@ func (ru Rule) pendingQuiet(n *Node, f *syncFacts, r, from time.Time) bool {
 		if f.lastQuick.time().Before(quiet) {
 			continue
 		}
-		if n.stalledSince(z.sent) || !ru.otherFamiliesIdle(n, f.family(), r, quiet) {
+		if n.StalledSince(z.sent) || !ru.otherFamiliesIdle(n, f.family(), r, quiet) {
 			return false
 		}
 		return true
@@ -515,10 +515,7 @@ func (ru Rule) FirstProof(n *Node, targets map[discovery.AddressType]time.Time) 
 	ru = ru.For(n)
 	var at time.Time
 	for fam, r := range targets {
-		from := maxTime(r, n.resumed(r, ru.Lag, ru.MinSync))
-		if f := n.sync(fam); f != nil {
-			from = maxTime(from, n.reference(f, r, ru.MinSync))
-		}
+		_, from := ru.since(n, n.sync(fam), r)
 		if !from.Before(farFuture) {
 			return time.Time{}
 		}
@@ -543,9 +540,9 @@ func (ru Rule) otherFamiliesIdle(n *Node, fam discovery.AddressType, r, quiet ti
 	return true
 }
 
-// stalledSince says whether a stall of the node ended after t: it may not
+// StalledSince says whether a stall of the node ended after t: it may not
 // have been running for part of the time since.
-func (n *Node) stalledSince(t time.Time) bool {
+func (n *Node) StalledSince(t time.Time) bool {
 	for _, s := range n.stalls {
 		if s.to.After(t) {
 			return true
@@ -578,10 +575,6 @@ func (n *Node) MetricsOn() {
 		n.metrics.off = false
 	}
 }
-
-// StalledSince says whether a stall of the node ended after t: it may not
-// have been running for part of the time since.
-func (n *Node) StalledSince(t time.Time) bool { return n.stalledSince(t) }
 
 // For is the rule for node n. Where kube-proxy's metrics measured its
 // syncs (the stamps kept, this drain, of the process that answers
