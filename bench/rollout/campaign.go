@@ -24,10 +24,12 @@ import (
 // pod's HAProxy, over the client patterns, at random instants from the
 // first delete to the bound. Faults on one process (a node's kube-proxy,
 // the apiserver) are played one after the other, so that a restart does
-// not meet its own freeze. Per drain it records the faults, the verdict, the failed
-// requests, the requests on fresh connections that reached the pod after
-// hapsuper's withdrawn verdict, and the late arrivals hapsuper's own audit
-// counted; CAMPAIGN.md lists the totals, the verdicts per fault, and every
+// not meet its own freeze; before each rollout's first delete the run
+// waits for the EndpointSlice controller to answer a probe (sliceprobe.go).
+// Per drain it records the faults, the verdict, the failed requests, the
+// requests on fresh connections that reached the pod after hapsuper's
+// withdrawn verdict, and the late arrivals hapsuper's own audit counted;
+// CAMPAIGN.md lists the totals, the verdicts per fault, and every
 // drain that failed a request or claimed too much, with its rollout's seed
 // so that it can be replayed (-campaign-seed).
 
@@ -177,8 +179,10 @@ func (in *injector) apply(f fault, h *k8stest.Harness, pods []*benchPod) error {
 			return err
 		}
 		// The control plane's clients (kube-proxy, the controllers) come
-		// back with client-go's backoff, up to ~13 s after an outage this
-		// long: the next rollout starts on a settled cluster.
+		// back with client-go's backoff, which an outage this long grows
+		// to [30, 60) s: the sleep covers most returns, and the next
+		// rollout waits for the EndpointSlice controller itself
+		// (awaitSliceController).
 		time.Sleep(apiSettle)
 		return nil
 	case faultFilter:
@@ -238,6 +242,14 @@ type campaignDrain struct {
 	// still found the pod in a node's rules (-1: none, or not recorded):
 	// the last drop came after it (rules.withdrawalWatch).
 	rulesSeen time.Duration
+	// rulesFirstGone is when the first node's rules dropped the pod (-1:
+	// none within the grace period, or not recorded).
+	rulesFirstGone time.Duration
+	// probe is how long the rollout waited for the EndpointSlice
+	// controller before its first delete (-1: not recorded); probeTimedOut:
+	// it went on after probeBound without an answer.
+	probe         time.Duration
+	probeTimedOut bool
 }
 
 // endedEarly says whether a withdrawn verdict's drain ended before the
@@ -334,6 +346,7 @@ func (r *runner) runCampaign(ctx context.Context, n int, seed uint64, checkpoint
 		faults := drawFaults(rng, len(r.env.H.Nodes()), bound)
 		c := cell{strat: s, pat: pat, faults: faults}
 		r.printf("campaign rollout %d (seed %d): %s; faults: %s\n", i+1, rs, pat, faultList(faults))
+		probe, answered := r.awaitSliceController(ctx, i+1)
 		began := time.Now()
 		res, err := r.runCell(ctx, c, s)
 		if err != nil {
@@ -341,9 +354,13 @@ func (r *runner) runCampaign(ctx context.Context, n int, seed uint64, checkpoint
 		}
 		r.progress(res, time.Since(began))
 		for _, p := range res.pods {
-			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed(), rulesGone: -1, rulesSeen: -1, ended: p.ended.Sub(p.deleted)}
+			d := campaignDrain{rollout: i + 1, seed: rs, pat: pat, faults: faults, pod: p, failed: res.failed(), rulesGone: -1, rulesSeen: -1, rulesFirstGone: -1,
+				ended: p.ended.Sub(p.deleted), probe: probe, probeTimedOut: !answered}
 			if gone := lastOf(p.nodeRules); !gone.IsZero() {
 				d.rulesGone = gone.Sub(p.deleted)
+			}
+			if first := firstOf(p.nodeRules); !first.IsZero() {
+				d.rulesFirstGone = first.Sub(p.deleted)
 			}
 			if seen := latestOf(p.nodeSeen); !seen.IsZero() {
 				d.rulesSeen = seen.Sub(p.deleted)
@@ -361,6 +378,17 @@ func (r *runner) runCampaign(ctx context.Context, n int, seed uint64, checkpoint
 		}
 	}
 	return out, nil
+}
+
+// firstOf is the earliest time in m, skipping zeros; zero when all are.
+func firstOf(m map[string]time.Time) time.Time {
+	var first time.Time
+	for _, t := range m {
+		if !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first
 }
 
 func faultList(fs []fault) string {
@@ -391,9 +419,9 @@ func campaignMerged(ds []campaignDrain, parts []string) string {
 func campaignBody(ds []campaignDrain) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The rollout benchmark's setup (two nodes, kube-proxy in the mode the flags name, a ClusterIP Service over two pods of HAProxy 2.6 under hapsuper, routing kube-proxy, clients in both node namespaces); "+
-		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete (four in five within the first %v, where the drains are, the others up to the bound), the timed ones lasting 0.5–5 s (a slow first sync: kube-proxy restarted while its node cannot reach the apiserver, for that long; an apiserver restart: SIGTERM, start, ready, then %v for its clients to come back before the next rollout). "+
-		"Late = requests on fresh connections sent after hapsuper's `routing state=withdrawn` and answered by the stopping pod; audited = the late arrivals hapsuper's own audit counted.\n\n",
-		joinKinds(), drainSpan, apiSettle)
+		"each rollout draws its client pattern and zero to three faults (%s) at random instants from the first delete (four in five within the first %v, where the drains are, the others up to the bound), the timed ones lasting 0.5–5 s (a slow first sync: kube-proxy restarted while its node cannot reach the apiserver, for that long; an apiserver restart: SIGTERM, start, ready, then %v for its clients to come back). "+
+		"%sLate = requests on fresh connections sent after hapsuper's `routing state=withdrawn` and answered by the stopping pod; audited = the late arrivals hapsuper's own audit counted.\n\n",
+		joinKinds(), drainSpan, apiSettle, probeSetup(ds))
 	rollouts, failed, failedClaimed, late, audited, claimed := 0, 0, 0, 0, 0, 0
 	seen := map[int]bool{}
 	reasons := map[string]int{}
@@ -418,6 +446,8 @@ func campaignBody(ds []campaignDrain) string {
 	}
 	b.WriteString("| drains | rollouts | failed requests | of them in rollouts whose every drain ended routed-away | late requests on fresh connections | drains routed-away with late requests | late arrivals the audit counted | verdicts |\n|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %s |\n", len(ds), rollouts, failed, failedClaimed, late, claimed, audited, counts(reasons))
+	b.WriteString(routedAwayParagraph(ds))
+	b.WriteString(probeParagraph(ds))
 	b.WriteString("\nA drain that ends `bound` soft-stops while some node may still route to the pod: the requests such a node then sends are refused, and the verdict says so. Failed requests in a rollout whose every drain ended routed-away would be hapsuper's to answer for.\n")
 
 	var bounds, needless []campaignDrain

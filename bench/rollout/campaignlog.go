@@ -34,7 +34,15 @@ type drainRecord struct {
 	// RulesSeen: the latest start of a listing that still found the pod
 	// (campaignDrain.rulesSeen); absent in older records: -1.
 	RulesSeen *time.Duration `json:"rulesSeen,omitempty"`
-	Ended     time.Duration  `json:"ended"`
+	// RulesFirstGone: when the first node's rules dropped the pod
+	// (campaignDrain.rulesFirstGone); absent in older records: -1.
+	RulesFirstGone *time.Duration `json:"rulesFirstGone,omitempty"`
+	Ended          time.Duration  `json:"ended"`
+	// SliceProbe: the rollout's wait for the EndpointSlice controller
+	// before its first delete, and whether it went on without an answer;
+	// absent in records written before the probe: -1.
+	SliceProbe         *time.Duration `json:"sliceProbe,omitempty"`
+	SliceProbeTimedOut bool           `json:"sliceProbeTimedOut,omitempty"`
 }
 
 type faultRecord struct {
@@ -50,7 +58,8 @@ func writeDrains(path, part string, ds []campaignDrain) error {
 	enc := json.NewEncoder(&b)
 	for _, d := range ds {
 		r := drainRecord{Part: part, Rollout: d.rollout, Seed: d.seed, Pattern: string(d.pat), Pod: d.pod.name,
-			Reason: d.pod.reason, Detail: d.pod.detail, Late: d.pod.late, Failed: d.failed, Audited: d.audited, RulesGone: &d.rulesGone, RulesSeen: &d.rulesSeen, Ended: d.ended}
+			Reason: d.pod.reason, Detail: d.pod.detail, Late: d.pod.late, Failed: d.failed, Audited: d.audited, RulesGone: &d.rulesGone, RulesSeen: &d.rulesSeen, RulesFirstGone: &d.rulesFirstGone, Ended: d.ended,
+			SliceProbe: &d.probe, SliceProbeTimedOut: d.probeTimedOut}
 		for _, f := range d.faults {
 			r.Faults = append(r.Faults, faultRecord{Kind: string(f.kind), Node: f.node, At: f.at, For: f.for_})
 		}
@@ -82,12 +91,18 @@ func readDrains(paths []string) ([]campaignDrain, []string, error) {
 				return nil, nil, fmt.Errorf("%s:%d: %w", p, line, err)
 			}
 			d := campaignDrain{rollout: offset + r.Rollout, seed: r.Seed, pat: pattern(r.Pattern), failed: r.Failed, audited: r.Audited,
-				pod: podResult{name: r.Pod, reason: r.Reason, detail: r.Detail, late: r.Late}, rulesGone: -1, rulesSeen: -1, ended: r.Ended}
+				pod: podResult{name: r.Pod, reason: r.Reason, detail: r.Detail, late: r.Late}, rulesGone: -1, rulesSeen: -1, rulesFirstGone: -1, ended: r.Ended, probe: -1, probeTimedOut: r.SliceProbeTimedOut}
 			if r.RulesGone != nil {
 				d.rulesGone = *r.RulesGone
 			}
 			if r.RulesSeen != nil {
 				d.rulesSeen = *r.RulesSeen
+			}
+			if r.RulesFirstGone != nil {
+				d.rulesFirstGone = *r.RulesFirstGone
+			}
+			if r.SliceProbe != nil {
+				d.probe = *r.SliceProbe
 			}
 			for _, fr := range r.Faults {
 				d.faults = append(d.faults, fault{kind: faultKind(fr.Kind), node: fr.Node, at: fr.At, for_: fr.For})
