@@ -123,11 +123,13 @@ type baselineQueue struct {
 // worth then, or the rate would fall short).
 const baselineBurst = baselineRate / 5
 
-// popBaseline returns the nodes whose baseline poll is due before until,
-// as many as the budget allows (the rest wait for the next round),
-// building the queue first when it is empty or stale. Called with o.mu
-// held.
+// popBaseline returns the nodes whose baseline poll is due before the
+// middle of the round from now to until (the next round's start), so that
+// each is asked in the round nearest its instant, as many as the budget
+// allows (the rest wait for the next round), building the queue first
+// when it is empty or stale. Called with o.mu held.
 func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
+	until = now.Add(until.Sub(now) / 2)
 	q := &o.baseline
 	if len(q.nodes) == 0 || q.stale {
 		if q.passes++; q.passes == 2 {
@@ -149,8 +151,8 @@ func (o *Observer) popBaseline(now, until time.Time) (todo []*judge.Node) {
 		}
 	}
 	// At most a burst, or what accrued since the round before where
-	// rounds are further apart (servingRound: a second's worth), never
-	// more than a serving round's worth: budget left unused is not saved
+	// rounds are further apart (servingRound's worth), never more than
+	// a serving round's worth: budget left unused is not saved
 	// up for a burst later.
 	var since time.Duration // the first round: a burst
 	if !q.poppedAt.IsZero() {

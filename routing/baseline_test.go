@@ -83,6 +83,11 @@ func servingScenario(t *testing.T, cfg Config, nodes ...string) (*scenario, map[
 	return s, all
 }
 
+// baselineTestPeriod is the baseline period of the tests below: many
+// serving rounds long, as the default's 90 s is, so that a node is asked
+// within a round of its instant.
+const baselineTestPeriod = time.Minute
+
 // ticks are Run's ticks from R+from to R+to, every step.
 func ticks(from, to, step time.Duration) []time.Duration {
 	var out []time.Duration
@@ -96,7 +101,7 @@ func ticks(from, to, step time.Duration) []time.Duration {
 // jittered), each at its own instant, always over the one connection it
 // answered on first.
 func TestBaselineAsksEachNodeOncePerPeriodOnOneConnection(t *testing.T) {
-	const period = 10 * time.Second
+	const period = baselineTestPeriod
 	nodes := []string{"n2", "n3", "n4", "n5"}
 	s, ns := servingScenario(t, Config{BaselinePeriod: period}, nodes...)
 	s.runRounds(ticks(0, 3*period, servingRound)...)
@@ -139,14 +144,14 @@ func TestBaselineLetsTheFirstPollAfterTheSyncConfirm(t *testing.T) {
 	for _, c := range []struct {
 		period time.Duration
 		want   drain.RoutingState
-	}{{10 * time.Second, drain.RoutingWithdrawn}, {0, drain.RoutingPending}} {
+	}{{baselineTestPeriod, drain.RoutingWithdrawn}, {0, drain.RoutingPending}} {
 		t.Run(fmt.Sprint("baseline ", c.period), func(t *testing.T) {
 			s, ns := servingScenario(t, Config{BaselinePeriod: c.period}, "n2")
-			s.runRounds(ticks(0, 10*time.Second, servingRound)...)
+			s.runRounds(ticks(0, baselineTestPeriod, servingRound)...)
 			// The withdrawal at W, the node's sync 300 ms later (late
 			// enough to hold it), the drain's first poll of the node
 			// 400 ms after W.
-			s.clk.Step(20*time.Second - s.clk.Now().Sub(s.R))
+			s.clk.Step(baselineTestPeriod + 10*time.Second - s.clk.Now().Sub(s.R))
 			s.R = s.clk.Now()
 			s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
 			s.StopRequested(s.R)
@@ -167,7 +172,7 @@ func TestBaselineLetsTheFirstPollAfterTheSyncConfirm(t *testing.T) {
 // longer asked and its connection is closed. An API server that fails the
 // list leaves the set as it was, and is not asked again sooner.
 func TestBaselineFollowsTheNodeList(t *testing.T) {
-	const period = 10 * time.Second
+	const period = baselineTestPeriod
 	s, ns := servingScenario(t, Config{BaselinePeriod: period}, "n2", "n3")
 	var lists atomic.Int64
 	var apiDown atomic.Bool
@@ -227,7 +232,7 @@ func TestBaselineFollowsTheNodeList(t *testing.T) {
 // after on that connection ties the new process, so the drain's first
 // poll after the sync still confirms.
 func TestBaselineAfterAKubeProxyRestart(t *testing.T) {
-	const period = 10 * time.Second
+	const period = baselineTestPeriod
 	s, ns := servingScenario(t, Config{BaselinePeriod: period}, "n2")
 	s.runRounds(ticks(0, period, servingRound)...)
 	s.servers["n2"].CloseClientConnections() // the restart
@@ -236,7 +241,7 @@ func TestBaselineAfterAKubeProxyRestart(t *testing.T) {
 	if got := ns["n2"].conns.n.Load(); got != 2 {
 		t.Errorf("n2 accepted %d connections, want 2: one before the restart, one after", got)
 	}
-	s.clk.Step(40*time.Second - s.clk.Now().Sub(s.R))
+	s.clk.Step(3*period + 10*time.Second - s.clk.Now().Sub(s.R))
 	s.R = s.clk.Now()
 	s.apply(v4("web-a", "web", mine(servingTermC), peer("n2", readyC)))
 	s.StopRequested(s.R)
@@ -258,11 +263,11 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 }
 
 // However the passes over the nodes overlap, the baseline asks at most
-// baselineRate nodes a second (and a round's worth at once: rounds every
-// second as Run's while serving, or more often), and no fewer: 400 nodes,
-// whose period stretches to 8 s, asked over 20 s.
+// baselineRate nodes a second, a round's worth at once (rounds every
+// servingRound as Run's while serving, or more often), and no fewer: 400
+// nodes, whose period stretches to 8 s, asked over 20 s.
 func TestBaselineRate(t *testing.T) {
-	for _, every := range []time.Duration{servingRound, 200 * ms} {
+	for _, every := range []time.Duration{time.Second, 200 * ms} { // a second: Run's round at this period (an eighth of it)
 		t.Run(fmt.Sprint("rounds every ", every), func(t *testing.T) { testBaselineRate(t, every) })
 	}
 }
@@ -285,13 +290,17 @@ func testBaselineRate(t *testing.T, every time.Duration) {
 	if len(at) < nodes {
 		t.Fatalf("%d asks in 20 s, want every one of the %d nodes asked", len(at), nodes)
 	}
+	// Within any round's span (a second at least), at most a round's
+	// worth at the rate, and half again for passes that overlap.
+	span := max(every, time.Second)
+	most := int(baselineRate*span.Seconds()) * 3 / 2
 	for i := range at {
 		j := i
-		for j < len(at) && at[j]-at[i] < time.Second {
+		for j < len(at) && at[j]-at[i] < span {
 			j++
 		}
-		if most := baselineRate + baselineRate/2; j-i > most {
-			t.Fatalf("%d nodes asked from R+%v within a second, want at most %d", j-i, at[i], most)
+		if j-i > most {
+			t.Fatalf("%d nodes asked from R+%v within %v, want at most %d", j-i, at[i], span, most)
 		}
 	}
 	// Every node once in its stretched period of 8 s, 2.5 times in 20 s,
@@ -305,7 +314,7 @@ func testBaselineRate(t *testing.T, every time.Duration) {
 // Once the first pass over the nodes is over, and only then, Run is asked
 // to return the heap it left free.
 func TestBaselineReleasesTheFirstPassOnce(t *testing.T) {
-	const period = 10 * time.Second
+	const period = baselineTestPeriod
 	s, _ := servingScenario(t, Config{BaselinePeriod: period}, "n2", "n3")
 	freed := func() bool {
 		s.mu.Lock()
@@ -394,4 +403,82 @@ func BenchmarkBaselinePoll(b *testing.B) {
 		n.Record(h, sent, time.Now(), 250*time.Millisecond, a.kept)
 	}
 	b.ReportMetric(float64((cpu()-start).Microseconds())/float64(b.N), "cpu-µs/poll")
+}
+
+// Run's rounds while the pod serves: every servingRound with the baseline
+// on (an eighth of a short period), once a servingIdleRound without it;
+// the balancers' checks are not asked until the stop request.
+func TestServingRounds(t *testing.T) {
+	for _, c := range []struct {
+		period, want time.Duration
+	}{{90 * time.Second, servingRound}, {8 * time.Second, time.Second}, {2 * time.Second, DefaultHealthzPollInterval}, {0, servingIdleRound}} {
+		t.Run(fmt.Sprint("baseline ", c.period), func(t *testing.T) {
+			s, _ := servingScenario(t, Config{BaselinePeriod: c.period}, "n2")
+			if got := s.roundEvery(); got != c.want {
+				t.Errorf("a round every %v while serving, want %v", got, c.want)
+			}
+			if s.balancerDue(s.clk.Now(), s.roundEvery()) {
+				t.Error("balancers' checks due while serving")
+			}
+			s.StopRequested(s.clk.Now())
+			if got := s.roundEvery(); got != DefaultHealthzPollInterval {
+				t.Errorf("a round every %v from the stop request, want the poll interval %v", got, DefaultHealthzPollInterval)
+			}
+			if !s.balancerDue(s.clk.Now(), s.roundEvery()) {
+				t.Error("balancers' checks not due from the stop request")
+			}
+		})
+	}
+}
+
+// A serving round asks at most baselineConcurrency nodes at once, however
+// high Concurrency is, and once the drain starts it asks no more of them:
+// the drain's own round asks them at once.
+func TestServingRoundConcurrency(t *testing.T) {
+	const nodes = 24
+	s, ns := servingScenario(t, Config{BaselinePeriod: time.Second, Concurrency: 32}, "n2")
+	var inFlight, most, asked atomic.Int64
+	var hold atomic.Bool
+	first, release := make(chan struct{}, nodes), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		asked.Add(1)
+		if hold.Load() {
+			first <- struct{}{}
+			<-release
+		} else {
+			time.Sleep(5 * time.Millisecond) // long enough for the polls to overlap
+		}
+		ns["n2"].asks.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	for i := range nodes {
+		ip := fmt.Sprintf("10.0.1.%d", i+1)
+		if err := s.client.Tracker().Add(node(fmt.Sprintf("m%02d", i), ip)); err != nil {
+			t.Fatal(err)
+		}
+		s.routes[ip+":10256"] = srv.Listener.Addr().String()
+	}
+	s.runRounds(ticks(0, 3*time.Second, s.roundEvery())...)
+	if got := most.Load(); got > baselineConcurrency || got < 2 {
+		t.Errorf("%d requests in flight at most while serving, want 2 to %d", got, baselineConcurrency)
+	}
+	// The next round's polls are held until the stop request.
+	hold.Store(true)
+	before := asked.Load()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.runRounds(3*time.Second + 10*time.Second) // every node due again
+	}()
+	<-first
+	s.StopRequested(s.clk.Now())
+	close(release)
+	<-done
+	if got := asked.Load() - before; got < 1 || got > baselineConcurrency {
+		t.Errorf("the serving round asked %d nodes, want the %d at most in flight when the drain started", got, baselineConcurrency)
+	}
 }

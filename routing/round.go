@@ -26,12 +26,23 @@ func (o *Observer) rounds(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	now, tick := o.clock.Now(), o.roundEvery()
-	if tick == o.cfg.PollInterval || now.Sub(o.balancerAt) >= o.cfg.PollInterval-tick/2 {
+	if o.balancerDue(now, tick) {
 		o.balancerAt = now
 		wg.Go(func() { o.balancerRound(ctx) })
 	}
 	o.scheduledRound(ctx, now.Add(tick))
 	o.releaseFirstPass()
+}
+
+// balancerDue says the balancers' checks are asked in the round starting
+// at now, tick before the next: about every PollInterval from the stop
+// request on, never while the pod serves (balancerRound asks nothing
+// then, and a goroutine a round costs an idle process its CPU).
+func (o *Observer) balancerDue(now time.Time, tick time.Duration) bool {
+	o.mu.Lock()
+	stopped := !o.stopAt.IsZero()
+	o.mu.Unlock()
+	return stopped && (tick == o.cfg.PollInterval || now.Sub(o.balancerAt) >= o.cfg.PollInterval-tick/2)
 }
 
 // confirmRound asks every node not yet confirmed, once, if the drain has

@@ -57,21 +57,40 @@ func (o *Observer) tickEvery() time.Duration {
 }
 
 // servingRound is the period of Run's rounds while the pod serves
-// (serving): a round then has nothing to do but the baseline
-// (baseline.go), which asks the nodes due within it together, so that
-// the runtime wakes once a second, not ten times, and the polls' answers
-// come back together (a wake-up of an idle Go process costs about as much
-// CPU as a poll on a kept connection). The stop request and the pod's
-// deletion start a round at once (kickRound).
-const servingRound = time.Second
+// (serving) with the baseline on: a round then has nothing to do but the
+// baseline (baseline.go), which asks the nodes due within it together, so
+// that the runtime wakes once every few seconds, not ten times a second,
+// and the polls' answers come back together: a wake-up of an idle Go
+// process costs about as much CPU as a poll on a kept connection, and the
+// rounds' own wake-ups were half of what the baseline cost at 1,000 nodes
+// with a round a second (docs/benchmarks.md). Nothing waits on a serving
+// round: the stop request and the pod's deletion start a round at once
+// (kickRound), and a node is asked in the round nearest its instant
+// (popBaseline).
+const servingRound = 5 * time.Second
+
+// servingRoundsAPeriod is the fewest serving rounds in a baseline period:
+// a node is asked within half a round of its instant, an eighth of a
+// period at most where the period is short.
+const servingRoundsAPeriod = 8
+
+// servingIdleRound is the period of Run's rounds while the pod serves with
+// the baseline off: such a round asks nothing, and the stop request and
+// the pod's deletion start one at once.
+const servingIdleRound = time.Minute
 
 // roundEvery is the period of Run's next round: servingRound while the
-// pod serves, tickEvery from the drain on.
+// pod serves, or an eighth of the baseline's period where that is
+// shorter (servingIdleRound without the baseline), tickEvery from the
+// drain on.
 func (o *Observer) roundEvery() time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.serving() {
-		return max(servingRound, o.tickEvery())
+	switch {
+	case o.serving() && !o.baselineOn():
+		return servingIdleRound
+	case o.serving():
+		return max(min(servingRound, o.baselineEvery()/servingRoundsAPeriod), o.tickEvery())
 	}
 	return o.tickEvery()
 }
@@ -142,6 +161,10 @@ func (o *Observer) scheduledRound(ctx context.Context, until time.Time) {
 		return
 	}
 	o.mu.Lock()
+	serving, limit := o.serving(), o.cfg.Concurrency
+	if serving {
+		limit = min(limit, baselineConcurrency)
+	}
 	due := make(map[*judge.Node]time.Time, len(todo))
 	keep := todo[:0]
 	for _, n := range todo {
@@ -154,8 +177,29 @@ func (o *Observer) scheduledRound(ctx context.Context, until time.Time) {
 	slices.SortFunc(keep, func(a, b *judge.Node) int {
 		return cmp.Or(due[a].Compare(due[b]), cmp.Compare(a.Name, b.Name))
 	})
-	fanOutAt(ctx, o.clock, o.cfg.Concurrency, keep, func(n *judge.Node) time.Time { return due[n] },
-		func(n *judge.Node) { o.pollNode(ctx, n) })
+	fanOutAt(ctx, o.clock, limit, keep, func(n *judge.Node) time.Time { return due[n] },
+		func(n *judge.Node) {
+			if serving && !o.stillServing() {
+				return // the drain's own round asks the node at once
+			}
+			o.pollNode(ctx, n)
+		})
+}
+
+// baselineConcurrency bounds the baseline's requests in flight while the
+// pod serves: a wait for an answer on a parked socket holds its thread
+// (parked.go), and the runtime keeps every thread it made, so a round's
+// worth of polls (250 at 5,000 nodes) at Concurrency would leave the
+// process Concurrency threads for good. A round whose polls wait on nodes
+// that do not answer holds the drain's first round up by RequestTimeout at
+// most: once the drain has started, the rest of it is not asked.
+const baselineConcurrency = 4
+
+// stillServing says the drain has not started (serving).
+func (o *Observer) stillServing() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.serving()
 }
 
 // fanOutAt is fanOut for items due at instants of clk, sorted by them: it
