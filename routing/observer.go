@@ -50,6 +50,10 @@ type Observer struct {
 	// their schedule only.
 	proofAt      time.Time
 	proofTargets map[discovery.AddressType]time.Time
+	// restartWatch are the pending nodes the last round found awaiting a
+	// stamp (judge.Node.AwaitsStamp), asked every restartPollEvery, at
+	// most restartWatchNodes (schedule.go's noteRestart).
+	restartWatch []*judge.Node
 	// metricsBusy holds the nodes whose metrics request is in flight;
 	// metricsOff those whose metrics port refused or did not answer in
 	// time, not asked for their metrics again (readMetrics);

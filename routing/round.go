@@ -93,7 +93,7 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 	if !serving && withdrawn {
 		targets = judge.Targets(o.watch.paths) // only the withdrawn case reads them
 	}
-	o.proofAt, o.proofTargets = time.Time{}, nil
+	o.proofAt, o.proofTargets, o.restartWatch = time.Time{}, nil, o.restartWatch[:0]
 	if o.proofsOn() && targets != nil {
 		o.proofTargets = targets
 	}
@@ -112,6 +112,7 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 			if v, _ := o.judging.Rule.Node(n, targets); v != judge.NodeConfirmed {
 				todo = append(todo, n)
 				o.noteProof(n, now)
+				o.noteRestart(n, now)
 			}
 		}
 	}
@@ -147,6 +148,7 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		if n.Failed(pe, sent, o.clock.Now()) {
 			o.log.Warn("kube-proxy healthz poll failed", "node", n.Name, "addr", n.Addr, "pending", pe.Pending, "err", pe.Msg)
 		}
+		o.noteRestart(n, o.clock.Now())
 		return
 	}
 	if via.reconnected {

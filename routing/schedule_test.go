@@ -285,3 +285,44 @@ func TestScheduleAsksAtTheFirstProof(t *testing.T) {
 		})
 	}
 }
+
+// A node whose kube-proxy restarts during the drain (its port refuses)
+// is asked every restartPollEvery until it answers with a stamp, so that
+// an answer falls between the new process's start stamp and its first
+// sync: that sync, on the same connection, then confirms it. Asked every
+// 200 ms instead, the first answer shows the first sync, which cannot be
+// told from a start stamp, and the node waits for a later sync. A node
+// whose poll timed out (frozen: its connection waits for the same
+// process's answer) is asked on its schedule.
+func TestScheduleWatchesARestart(t *testing.T) {
+	s := newScenario(t, Config{MinPollInterval: 200 * ms})
+	asks := s.logAsks()
+	s.syncsAt("n2", -5*time.Second)
+	s.runRounds(0, 10*ms, 200*ms) // answered: no sync since the change
+	addr := s.routes["10.0.0.2:10256"]
+	delete(s.routes, "10.0.0.2:10256") // killed: the port refuses
+	s.http.CloseIdleConnections()
+	s.runRounds(400 * ms)
+	if got := s.untilNextRound(s.clk.Now()); got != restartPollEvery {
+		t.Fatalf("next round in %v after a refused poll at R+%v, want %v", got, s.clk.Now().Sub(s.R), restartPollEvery)
+	}
+	s.routes["10.0.0.2:10256"] = addr
+	s.syncsAt("n2", -5*time.Second, 415*ms, 432*ms) // back: the start stamp, the first sync 17 ms later
+	s.runRounds(420 * ms)
+	if got := s.untilNextRound(s.clk.Now()); got != 200*ms {
+		t.Errorf("next round in %v once a stamp was seen, want its schedule (200ms)", got)
+	}
+	s.runRounds(620 * ms)
+	asks.expect(t, s.R, "on its schedule, 20 ms after the refusal, then on its schedule", 200*ms, 420*ms, 620*ms)
+	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
+
+	// Timed out, not refused: asked on its schedule.
+	s = newScenario(t, Config{MinPollInterval: 200 * ms, RequestTimeout: 100 * ms})
+	s.syncsAt("n2", -5*time.Second)
+	s.runRounds(0, 10*ms)
+	s.proxies["n2"].set(func(p *fakeProxy) { p.hang = true })
+	s.runRounds(200 * ms)
+	if got := s.untilNextRound(s.clk.Now()); got < 100*ms {
+		t.Errorf("next round in %v after a timed-out poll, want its schedule", got)
+	}
+}

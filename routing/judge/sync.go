@@ -209,6 +209,21 @@ func (n *Node) Failed(e *PollError, sent, now time.Time) (changed bool) {
 // it may be gone, and a new lastUpdated a restarted instance's start stamp.
 func (n *Node) Reconnected() { n.failed, n.connStamped = true, false }
 
+// AwaitsStamp says the node's next stamp may be a restarted kube-proxy's
+// start rather than a sync: it answered with per-family stamps before,
+// then its last poll was refused or told nothing (a kube-proxy starting
+// answers without per-family status, as one older than 1.33 does), or the
+// connection that answered closed, and no stamped answer came since. Not
+// after a poll that timed out (its connection waits for the same
+// process's answer), nor where an emulation answers (it never stamps a
+// sync).
+func (n *Node) AwaitsStamp() bool {
+	if !n.answered || n.connStamped {
+		return false
+	}
+	return n.problem == nil || (!n.problem.Pending && (n.problem.Proxy == ProxyUnknown || n.problem.Proxy == ProxyKubeProxyOld))
+}
+
 // Answered says whether healthz answered at least once: a connection to
 // the node has carried an answer, so a later lastUpdated on it is a sync
 // (Record's sameProcess).

@@ -238,3 +238,46 @@ func TestNodeSyncedBy(t *testing.T) {
 		t.Fatalf("confirmed by silence: SyncedBy %v %v, want 1.055s", by.Sub(s.t0), ok)
 	}
 }
+
+// AwaitsStamp: a node that answered with stamps, then was refused, told
+// nothing (as a kube-proxy starting answers) or reconnected, awaits the
+// next stamp; not before any stamped answer, not after a stamped one, not
+// after a poll that timed out, nor where an emulation answers.
+func TestNodeAwaitsStamp(t *testing.T) {
+	at := func(d time.Duration) time.Time { return time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).Add(d) }
+	for _, c := range []struct {
+		name string
+		then func(s *nodeScenario)
+		want bool
+	}{
+		{"stamped", func(*nodeScenario) {}, false},
+		{"refused", func(s *nodeScenario) { s.n.Failed(&PollError{Msg: "refused"}, at(2*time.Second), at(2*time.Second)) }, true},
+		{"told nothing", func(s *nodeScenario) {
+			s.n.Failed(&PollError{Msg: "no per-family status", Proxy: ProxyKubeProxyOld}, at(2*time.Second), at(2*time.Second))
+		}, true},
+		{"reconnected", func(s *nodeScenario) { s.n.Reconnected() }, true},
+		{"timed out", func(s *nodeScenario) {
+			s.n.Failed(&PollError{Msg: "accepted but did not answer", Pending: true}, at(2*time.Second), at(3*time.Second))
+		}, false},
+		{"emulated", func(s *nodeScenario) {
+			s.n.Failed(&PollError{Msg: "answers as Cilium", Proxy: ProxyEmulated}, at(2*time.Second), at(2*time.Second))
+		}, false},
+		{"refused, then stamped", func(s *nodeScenario) {
+			s.n.Failed(&PollError{Msg: "refused"}, at(2*time.Second), at(2*time.Second))
+			s.fresh = true
+			s.answer(2100*ms, 5*ms, 2050*ms)
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newNodeScenario(t)
+			if s.n.AwaitsStamp() {
+				t.Fatal("a node never answered awaits a stamp")
+			}
+			s.answer(1100*ms, 10*ms, 900*ms)
+			c.then(s)
+			if got := s.n.AwaitsStamp(); got != c.want {
+				t.Errorf("AwaitsStamp() = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
