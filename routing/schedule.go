@@ -161,17 +161,18 @@ func (o *Observer) noteProof(n *judge.Node, now time.Time) {
 // stamp: only a later one on the same connection is a sync (judge's
 // startStamp). The new process's first sync comes once its informers
 // have listed: through real kube-proxy restarted 6 times, its healthz
-// answered 0.52–0.54 s after the stop, the start stamp within 4 ms of the
-// first answer, the first sync 130–154 ms after the stamp. A node asked
-// every 200 ms then shows the first sync first about a third of the time,
-// and is held until its next one, which may never come before the bound. So a pending node
-// awaiting a stamp (judge.Node.AwaitsStamp: refused, told nothing or
-// reconnected since its last stamped answer) is asked every
-// restartPollEvery, where the nodes are few (proofsOn's bound), at most
-// restartWatchNodes at once: an answer then falls between the start stamp
-// and the first sync often enough to tie that sync to the process. A
-// timed-out poll is not this: its connection waits for the same process.
-// The judgement is unchanged; only the answers come more often.
+// answered 0.21–0.25 s after the new process started, the start stamp
+// within 4 ms of its first answer, the first sync 130–154 ms after the
+// stamp. A node asked every 200 ms then shows the first sync first about
+// a third of the time, and is held until its next one, which may never
+// come before the bound. So a pending node awaiting a stamp
+// (judge.Node.AwaitsStamp: refused, told nothing or reconnected since its
+// last stamped answer) is asked every restartPollEvery, where the nodes
+// are few (proofsOn's bound), at most restartWatchNodes at once: an
+// answer then falls between the start stamp and the first sync, and that
+// sync, on the same connection, is one. A timed-out poll is not this: its
+// connection waits for the same process. The judgement is unchanged; only
+// the answers come more often.
 const (
 	restartPollEvery  = 20 * time.Millisecond
 	restartWatchNodes = 4
