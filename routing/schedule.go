@@ -150,9 +150,7 @@ func (o *Observer) noteProof(n *judge.Node, now time.Time) {
 	if o.proofTargets == nil {
 		return
 	}
-	if p := o.judging.Rule.FirstProof(n, o.proofTargets); p.After(now) && (o.proofAt.IsZero() || p.Before(o.proofAt)) {
-		o.proofAt = p
-	}
+	o.wakeAt(o.judging.Rule.FirstProof(n, o.proofTargets), now)
 }
 
 // A kube-proxy that restarts stamps its start before its first sync, and
@@ -199,7 +197,15 @@ func (o *Observer) noteRestart(n *judge.Node, now time.Time) {
 		o.restartWatch = append(o.restartWatch, n)
 	}
 	asked, _ := o.asked.get(n)
-	if p := asked.Add(restartPollEvery); p.After(now) && (o.proofAt.IsZero() || p.Before(o.proofAt)) {
+	o.wakeAt(asked.Add(restartPollEvery), now)
+}
+
+// wakeAt keeps in proofAt the earliest instant after now a round is
+// wanted at: p, where it comes before the one kept or that one has passed
+// (a round that waited for a node's instant asked it after its own start,
+// and the instant it noted then is behind it). Called with o.mu held.
+func (o *Observer) wakeAt(p, now time.Time) {
+	if p.After(now) && (!o.proofAt.After(now) || p.Before(o.proofAt)) {
 		o.proofAt = p
 	}
 }

@@ -306,14 +306,20 @@ func TestScheduleWatchesARestart(t *testing.T) {
 	if got := s.untilNextRound(s.clk.Now()); got != restartPollEvery {
 		t.Fatalf("next round in %v after a refused poll at R+%v, want %v", got, s.clk.Now().Sub(s.R), restartPollEvery)
 	}
+	// A round that starts before the node's instant waits for it, and
+	// the refusal then asks for the round 20 ms after that poll.
+	s.runRounds(410 * ms)
+	if got := s.untilNextRound(s.R.Add(410 * ms)); got != restartPollEvery {
+		t.Fatalf("next round in %v after a refused poll at R+%v in a round started at R+410ms, want %v", got, s.clk.Now().Sub(s.R), restartPollEvery)
+	}
 	s.routes["10.0.0.2:10256"] = addr
-	s.syncsAt("n2", -5*time.Second, 415*ms, 432*ms) // back: the start stamp, the first sync 17 ms later
-	s.runRounds(420 * ms)
+	s.syncsAt("n2", -5*time.Second, 435*ms, 452*ms) // back: the start stamp, the first sync 17 ms later
+	s.runRounds(440 * ms)
 	if got := s.untilNextRound(s.clk.Now()); got != 200*ms {
 		t.Errorf("next round in %v once a stamp was seen, want its schedule (200ms)", got)
 	}
-	s.runRounds(620 * ms)
-	asks.expect(t, s.R, "on its schedule, 20 ms after the refusal, then on its schedule", 200*ms, 420*ms, 620*ms)
+	s.runRounds(640 * ms)
+	asks.expect(t, s.R, "on its schedule, 20 ms after each refusal, then on its schedule", 200*ms, 440*ms, 640*ms)
 	expect(t, s.Routing(s.clk.Now()), drain.RoutingWithdrawn)
 
 	// Timed out, not refused: asked on its schedule.

@@ -94,3 +94,35 @@ func (s slowFirstSync) start(t *testing.T, kp *k8stest.KubeProxy) {
 		t.Fatal(err)
 	}
 }
+
+// kube-proxy on node2 restarted 400–480 ms after web-a's delete, at full
+// speed: where the old instance had not synced the withdrawal yet (its
+// minSyncPeriod running), the new one's start stamp comes 0.2 s after its
+// start and its first sync, which drops web-a, 130–150 ms after that.
+// healthz alone (no metrics) confirms node2 only if an answer shows the
+// start stamp before the first sync: asked every 200 ms the first answer
+// showed the first sync in 3 drains of 7 here, held to the bound;
+// hapsuper asks a node every 20 ms from its refused poll until a stamp
+// comes. Each drain must end routed-away, with no failed request and no
+// request sent after the verdict reaching web-a.
+func TestDrain_KubeProxyRestartBeforeItsSync(t *testing.T) {
+	for _, off := range []time.Duration{400 * time.Millisecond, 440 * time.Millisecond, 480 * time.Millisecond} {
+		t.Run(fmt.Sprint("restart +", off), func(t *testing.T) {
+			e, url, a, _ := twoPods(t, k8stest.Options{Nodes: 2})
+			tr := startTraffic(t, url, e.H.Nodes(), nil)
+			kp := e.H.KubeProxy(2)
+			a.terminate(t)
+			time.Sleep(time.Until(a.deletedAt.Add(off)))
+			if err := kp.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if err := kp.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r := a.afterStop(t, tr, true)
+			checkNoFailures(t, tr, time.Time{})
+			checkReason(t, r, "routed-away")
+			checkNoDNATAfterWithdrawn(t, tr, r)
+		})
+	}
+}
