@@ -44,10 +44,11 @@ type Observer struct {
 	asked     askedTimes             // when each node was last asked (schedule.go)
 	baseline  baselineQueue          // the next baseline polls while serving (baseline.go)
 	drainSeen time.Time              // when a round first saw the drain started (relistDue)
-	// proofAt is the next instant a poll can prove a node's sync that the
-	// last round judged pending (schedule.go's firstProofs), proofTargets
-	// the withdrawal it judged; zero and nil where the nodes are asked on
-	// their schedule only.
+	// proofAt is the next instant Run starts a round at, between its
+	// ticks (schedule.go's wakeAt): a pending node's first proof
+	// (noteProof) or its next ask while it awaits a stamp (noteRestart);
+	// proofTargets is the withdrawal the proofs are judged against, nil
+	// without the metrics witness or with many nodes.
 	proofAt      time.Time
 	proofTargets map[discovery.AddressType]time.Time
 	// restartWatch are the pending nodes the last round found awaiting a

@@ -138,9 +138,15 @@ func (o *Observer) nodeDue(n *judge.Node) time.Time {
 // rounds' pace the proof waited up to a poll interval more. Called with
 // o.mu held.
 func (o *Observer) proofsOn() bool {
+	return o.cfg.MetricsPort != 0 && o.fewNodes()
+}
+
+// fewNodes says the nodes are few enough to be asked all at once every
+// MinPollInterval within pollRate (80 at 200 ms), where the schedule may
+// ask a node between its turns. Called with o.mu held.
+func (o *Observer) fewNodes() bool {
 	c := o.cfg
-	return c.MetricsPort != 0 && c.MinPollInterval > 0 &&
-		len(o.nodes) <= int(int64(pollRate)*int64(c.MinPollInterval)/int64(time.Second))
+	return c.MinPollInterval > 0 && len(o.nodes) <= int(int64(pollRate)*int64(c.MinPollInterval)/int64(time.Second))
 }
 
 // noteProof keeps in proofAt the earliest proof instant after now of the
@@ -166,7 +172,7 @@ func (o *Observer) noteProof(n *judge.Node, now time.Time) {
 // come before the bound. So a pending node awaiting a stamp
 // (judge.Node.AwaitsStamp: refused, told nothing or reconnected since its
 // last stamped answer) is asked every restartPollEvery, where the nodes
-// are few (proofsOn's bound), at most restartWatchNodes at once: an
+// are few (fewNodes), at most restartWatchNodes at once: an
 // answer then falls between the start stamp and the first sync, and that
 // sync, on the same connection, is one. A timed-out poll is not this: its
 // connection waits for the same process. The judgement is unchanged; only
@@ -182,13 +188,8 @@ const (
 // (confirmTodo), and by the poll that found it so (pollNode), whose round
 // had judged the node before. Called with o.mu held.
 func (o *Observer) noteRestart(n *judge.Node, now time.Time) {
-	c := o.cfg
-	if o.serving() {
-		return // the baseline while serving: no drain to shorten
-	}
-	if c.MinPollInterval <= 0 || len(o.nodes) > int(int64(pollRate)*int64(c.MinPollInterval)/int64(time.Second)) ||
-		!n.AwaitsStamp() {
-		return
+	if o.serving() || !o.fewNodes() || !n.AwaitsStamp() {
+		return // while serving, no drain to shorten
 	}
 	if !slices.Contains(o.restartWatch, n) {
 		if len(o.restartWatch) >= restartWatchNodes {
