@@ -199,6 +199,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"-S ipv4@127.0.0.1:9999", "unix socket"}},
 		{"relative master socket", []string{"--master-socket", "run/master.sock"}, nil,
 			[]string{"--master-socket run/master.sock", "absolute path"}},
+		{"master socket with a comma", []string{"--master-socket", "/run/a,b.sock"}, nil,
+			[]string{"--master-socket /run/a,b.sock", "comma", "without one"}},
 		{"variable set but empty", nil, map[string]string{"HAPSUPER_GRACE_PERIOD": ""},
 			[]string{"HAPSUPER_GRACE_PERIOD is set but empty", "unset it"}},
 		{"empty status socket", []string{"--status-socket="}, nil,

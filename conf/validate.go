@@ -43,6 +43,9 @@ func validate(s Settings, src source) error {
 	if !filepath.IsAbs(s.MasterSocket) {
 		return fmt.Errorf("%s must be an absolute path (the master CLI is a unix socket HAProxy creates): give one", src.label("master-socket", s.MasterSocket))
 	}
+	if strings.Contains(s.MasterSocket, ",") {
+		return fmt.Errorf("%s holds a comma, which HAProxy's -S reads as the start of its options, so it would listen elsewhere: give a path without one", src.label("master-socket", s.MasterSocket))
+	}
 	if s.HAProxy[0] == "" {
 		return fmt.Errorf("HAProxy's command after -- starts with an empty binary name: give the haproxy binary or its flags")
 	}
