@@ -33,6 +33,7 @@ type fakeProxy struct {
 	hang     bool   // accept and never answer, until the client gives up
 	body     string // a fixed answer instead
 	requests int
+	gaveUp   int // hung requests the client gave up on
 	served   int // answers with a sync written
 }
 
@@ -57,6 +58,9 @@ func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for p.hung() {
 		select {
 		case <-r.Context().Done():
+			p.mu.Lock()
+			p.gaveUp++
+			p.mu.Unlock()
 			return
 		case <-time.After(2 * time.Millisecond):
 		}
@@ -111,6 +115,7 @@ type scenario struct {
 	servers map[string]*httptest.Server // each node's kube-proxy healthz
 	metrics map[string]*fakeMetrics     // each node's kube-proxy metrics, with cfg.MetricsPort
 	R       time.Time
+	again   bool // the last round's (runRounds): the next wanted at once
 }
 
 // newScenario: node n2 (10.0.0.2) runs a kube-proxy whose last sync before

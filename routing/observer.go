@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +68,16 @@ type Observer struct {
 	// counts their goroutines, which Run waits for before it returns.
 	metricsSlots chan struct{}
 	witnessing   sync.WaitGroup
+	// inFlight holds the nodes a drain round's poll was started for and
+	// has not returned: a round does not ask them again (confirmTodo).
+	// pollSlots bounds those polls, Concurrency across rounds; polling
+	// counts their goroutines, which Run waits for before it returns
+	// (scheduledRound: a drain's poll may outlast its round).
+	inFlight  map[*judge.Node]bool
+	pollSlots chan struct{}
+	polling   sync.WaitGroup
+	// balancing: a balancers' round runs (rounds), counted in polling.
+	balancing atomic.Bool
 	// balancerAt is when Run last asked the balancers' health checks
 	// (rounds); Run's goroutine only.
 	balancerAt time.Time
@@ -133,6 +144,8 @@ func newObserver(cfg Config, client API, clk clock.WithTicker, dial dialFunc, lo
 		metricsOff:      map[*judge.Node]bool{},
 		metricsTimedOut: map[*judge.Node]time.Time{},
 		metricsSlots:    make(chan struct{}, cfg.Concurrency),
+		inFlight:        map[*judge.Node]bool{},
+		pollSlots:       make(chan struct{}, cfg.Concurrency),
 		watch: watchState{
 			services:  map[string]*corev1.Service{},
 			slices:    map[string]*storedSlice{},
@@ -205,6 +218,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	defer o.http.CloseIdleConnections()
 	defer o.metrics.CloseIdleConnections()
 	defer o.witnessing.Wait() // after cancel: each ends with its request
+	defer o.polling.Wait()    // before witnessing's: a poll may start a metrics read
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before the Wait, which waits for the informers to stop
 
@@ -253,9 +267,13 @@ func (o *Observer) Run(ctx context.Context) error {
 		case <-o.kick:
 		}
 		start := o.clock.Now()
-		o.rounds(ctx)
+		again := o.rounds(ctx)
 		wait.Stop()
-		wait.Reset(o.untilNextRound(start))
+		if again {
+			wait.Reset(0)
+		} else {
+			wait.Reset(o.untilNextRound(start))
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
@@ -15,23 +16,26 @@ import (
 )
 
 // rounds asks the nodes' kube-proxies and the balancers' health checks
-// side by side, each round at most Concurrency requests at a time, so
-// that health checks that do not answer hold kube-proxy's confirmation up
-// by no more than the round's own timeout (asked in turn, N of them held
-// it up N times that). The kube-proxies are asked on their schedule
-// (schedule.go), those due before the next tick; the balancers' checks
-// about every PollInterval, whatever the tick. It returns when both rounds
-// have.
-func (o *Observer) rounds(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+// side by side, each at most Concurrency requests at a time. The
+// kube-proxies are asked on their schedule (schedule.go), those due
+// before the next tick; the balancers' checks about every PollInterval,
+// whatever the tick, in a round of their own that the next does not wait
+// for (polling): a health check that does not answer holds neither
+// kube-proxy's confirmation nor the next round, and no second balancers'
+// round starts while one runs (balancing). It returns when the
+// kube-proxies' round has (scheduledRound's again).
+func (o *Observer) rounds(ctx context.Context) (again bool) {
 	now, tick := o.clock.Now(), o.roundEvery()
-	if o.balancerDue(now, tick) {
+	if o.balancerDue(now, tick) && o.balancing.CompareAndSwap(false, true) {
 		o.balancerAt = now
-		wg.Go(func() { o.balancerRound(ctx) })
+		o.polling.Go(func() {
+			defer o.balancing.Store(false)
+			o.balancerRound(ctx)
+		})
 	}
-	o.scheduledRound(ctx, now.Add(tick))
+	again = o.scheduledRound(ctx, now.Add(tick))
 	o.releaseFirstPass()
+	return again
 }
 
 // balancerDue says the balancers' checks are asked in the round starting
@@ -104,6 +108,7 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 			todo = append(todo, n)
 		case serving:
 			return o.popBaseline(now, until) // the baseline while serving, in its order
+		case o.inFlight[n]: // a drain round's poll still waits for it
 		case !withdrawn: // the baseline at the drain's start
 			if !n.Answered() {
 				todo = append(todo, n)
@@ -122,7 +127,10 @@ func (o *Observer) confirmTodo(ctx context.Context, until time.Time) (todo []*ju
 // fanOut calls poll for every item, at most limit at a time, and returns
 // once every call it started has returned; it starts none once ctx is done.
 func fanOut[T any](ctx context.Context, limit int, items []T, poll func(T)) {
-	fanOutAt(ctx, clock.RealClock{}, limit, items, func(T) time.Time { return time.Time{} }, poll)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	fanOutAt(ctx, clock.RealClock{}, make(chan struct{}, limit), &wg, items, func(T) time.Time { return time.Time{} },
+		func(it T) func() { return func() { poll(it) } })
 }
 
 // pollNode reads one node's healthz and records what it said; then, with
@@ -155,6 +163,9 @@ func (o *Observer) pollNode(ctx context.Context, n *judge.Node) {
 		n.Reconnected()
 	}
 	n.Record(h, sent, received, o.judging.Rule.For(n).Allowance, via.kept)
+	if !o.serving() && o.log.Enabled(ctx, slog.LevelDebug) {
+		o.log.Debug("kube-proxy healthz answered", "node", n.Name, "rtt", received.Sub(sent), "current", h.CurrentTime, "families", h.Families, "kept", via.kept, "reconnected", via.reconnected)
+	}
 	if o.serving() || o.confirmed(n, received.Sub(sent)) {
 		return // no metrics while serving (baseline.go)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -213,17 +214,23 @@ func (o *Observer) wakeAt(p, now time.Time) {
 
 // scheduledRound is Run's confirmation round: it asks the nodes that
 // confirmRound would, each at its due instant (nodeDue) when that comes
-// before until, and returns once those requests have ended.
-func (o *Observer) scheduledRound(ctx context.Context, until time.Time) {
+// before until. A round while the pod serves returns once its requests
+// have ended. A drain's round returns once they have ended or until has
+// come, whichever is first: a node that does not answer (a filter, a
+// frozen kube-proxy) holds its own poll for RequestTimeout, not the next
+// round, where the other nodes' polls are due — a restart watched every
+// restartPollEvery, or a node due every MinPollInterval. Its polls go on
+// (inFlight, pollSlots, polling), and one that ends after its round and
+// wants a round sooner than the next tick kicks one (pollEnded). again:
+// the round stopped waiting at the instant an answer wanted the next
+// round at (proofAt), which Run then starts at once.
+func (o *Observer) scheduledRound(ctx context.Context, until time.Time) (again bool) {
 	todo := o.confirmTodo(ctx, until)
 	if len(todo) == 0 {
-		return
+		return false
 	}
 	o.mu.Lock()
-	serving, limit := o.serving(), o.cfg.Concurrency
-	if serving {
-		limit = min(limit, baselineConcurrency)
-	}
+	serving := o.serving()
 	due := make(map[*judge.Node]time.Time, len(todo))
 	keep := todo[:0]
 	for _, n := range todo {
@@ -236,13 +243,75 @@ func (o *Observer) scheduledRound(ctx context.Context, until time.Time) {
 	slices.SortFunc(keep, func(a, b *judge.Node) int {
 		return cmp.Or(due[a].Compare(due[b]), cmp.Compare(a.Name, b.Name))
 	})
-	fanOutAt(ctx, o.clock, limit, keep, func(n *judge.Node) time.Time { return due[n] },
-		func(n *judge.Node) {
-			if serving && !o.stillServing() {
-				return // the drain's own round asks the node at once
-			}
+	dueOf := func(n *judge.Node) time.Time { return due[n] }
+	if serving {
+		var wg sync.WaitGroup
+		fanOutAt(ctx, o.clock, make(chan struct{}, min(o.cfg.Concurrency, baselineConcurrency)), &wg, keep, dueOf,
+			func(n *judge.Node) func() {
+				return func() {
+					if o.stillServing() {
+						o.pollNode(ctx, n)
+					} // else the drain's own round asks the node at once
+				}
+			})
+		wg.Wait()
+		return false
+	}
+	var over atomic.Bool // the round has returned
+	ended := make(chan struct{}, len(keep))
+	started := fanOutAt(ctx, o.clock, o.pollSlots, &o.polling, keep, dueOf, func(n *judge.Node) func() {
+		o.mu.Lock()
+		o.inFlight[n] = true // before the next round's confirmTodo: it starts after this returns
+		o.mu.Unlock()
+		return func() {
 			o.pollNode(ctx, n)
-		})
+			o.pollEnded(n, over.Load())
+			ended <- struct{}{}
+		}
+	})
+	defer over.Store(true)
+	// Wait for the polls until the next round is wanted: until, or sooner
+	// where an answer asked for one (proofAt: a refusal of a node watched
+	// for its restart).
+	wake := func() (time.Duration, bool) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		now := o.clock.Now()
+		if o.proofAt.After(now) && o.proofAt.Before(until) {
+			return o.proofAt.Sub(now), true
+		}
+		return max(0, until.Sub(now)), false
+	}
+	d, early := wake()
+	t := o.clock.NewTimer(d)
+	defer t.Stop()
+	for left := started; left > 0; left-- {
+		select {
+		case <-ended:
+			t.Stop()
+			d, early = wake()
+			t.Reset(d)
+		case <-t.C():
+			return early
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return false
+}
+
+// pollEnded notes that a drain round's poll to n has returned; after its
+// round (late), it kicks a round when one is wanted before the next tick
+// (proofAt: a restart watched, a first proof), which Run's wait, set when
+// the round returned, does not know of.
+func (o *Observer) pollEnded(n *judge.Node, late bool) {
+	o.mu.Lock()
+	delete(o.inFlight, n)
+	wake := late && o.proofAt.After(o.clock.Now())
+	o.mu.Unlock()
+	if wake {
+		o.kickRound()
+	}
 }
 
 // baselineConcurrency bounds the baseline's requests in flight while the
@@ -262,13 +331,12 @@ func (o *Observer) stillServing() bool {
 }
 
 // fanOutAt is fanOut for items due at instants of clk, sorted by them: it
-// starts each no sooner than its instant, at most limit at a time, and
-// returns once every call it started has returned; it starts none once
-// ctx is done.
-func fanOutAt[T any](ctx context.Context, clk clock.Clock, limit int, items []T, due func(T) time.Time, poll func(T)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+// starts each no sooner than its instant, as a slot of sem frees (at most
+// cap(sem) at a time), counted in wg, and returns how many it started once
+// it has started them all or ctx is done; it does not wait for them. start
+// is called on fanOutAt's goroutine as an item starts, and returns what
+// the item's own goroutine runs.
+func fanOutAt[T any](ctx context.Context, clk clock.Clock, sem chan struct{}, wg *sync.WaitGroup, items []T, due func(T) time.Time, start func(T) func()) (started int) {
 	for _, it := range items {
 		if d := due(it).Sub(clk.Now()); d > 0 {
 			t := clk.NewTimer(d)
@@ -276,19 +344,22 @@ func fanOutAt[T any](ctx context.Context, clk clock.Clock, limit int, items []T,
 			case <-t.C():
 			case <-ctx.Done():
 				t.Stop()
-				return
+				return started
 			}
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			return
+			return started
 		}
+		started++
+		run := start(it)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			poll(it)
+			run()
 		})
 	}
+	return started
 }
 
 // forgetAsked drops the schedule, and the metrics once failed, of nodes

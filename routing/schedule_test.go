@@ -80,7 +80,7 @@ func (s *scenario) runRounds(offs ...time.Duration) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.rounds(s.t.Context())
+			s.again = s.rounds(s.t.Context())
 		}()
 		deadline := time.Now().Add(10 * time.Second)
 	wait:
@@ -93,11 +93,26 @@ func (s *scenario) runRounds(offs ...time.Duration) {
 			if time.Now().After(deadline) {
 				s.t.Fatalf("the round at R+%v did not end within 10s", off)
 			}
-			if s.clk.HasWaiters() {
+			if s.clk.HasWaiters() && !s.awaitingAnswer() {
 				s.clk.Step(10 * ms)
 			}
 		}
 	}
+}
+
+// awaitingAnswer says a drain round's poll waits for a kube-proxy that
+// answers: the fake clock is not stepped meanwhile (a request takes no
+// fake time, the proxies step it), only while the rounds wait for their
+// instants or for hung proxies.
+func (s *scenario) awaitingAnswer() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n := range s.inFlight {
+		if p := s.proxies[n.Name]; p == nil || !p.hung() {
+			return true
+		}
+	}
+	return false
 }
 
 // A round that outlasts the poll interval, or a kick (the stop request
@@ -167,13 +182,18 @@ func TestFanOutAtWaitsForEachInstant(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var n int
 	go func() {
 		defer close(done)
-		fanOutAt(ctx, clk, 2, []int{0, 1, 2, 3}, func(i int) time.Time { return t0.Add(due[i]) }, func(i int) {
-			mu.Lock()
-			started = append(started, clk.Since(t0))
-			mu.Unlock()
+		n = fanOutAt(ctx, clk, make(chan struct{}, 2), &wg, []int{0, 1, 2, 3}, func(i int) time.Time { return t0.Add(due[i]) }, func(i int) func() {
+			return func() {
+				mu.Lock()
+				started = append(started, clk.Since(t0))
+				mu.Unlock()
+			}
 		})
+		wg.Wait()
 	}()
 	count := func() int {
 		mu.Lock()
@@ -200,13 +220,65 @@ func TestFanOutAtWaitsForEachInstant(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(started) != 3 {
-		t.Fatalf("started at %v: want 3, the fourth not after ctx ended", started)
+	if len(started) != 3 || n != 3 {
+		t.Fatalf("started at %v, %d said started: want 3, the fourth not after ctx ended", started, n)
 	}
 	for i, at := range started {
 		if at < due[i] {
 			t.Errorf("item %d started at +%v, before its instant +%v", i, at, due[i])
 		}
+	}
+}
+
+// A drain's round does not wait for a node that does not answer (n3,
+// filtered): its poll holds no other node's. n2 restarts meanwhile; it is
+// asked 20 ms after its refusal and on the same connection after that,
+// while n3's poll still waits, and n3 is not asked again until its poll
+// has returned. Checked by the order of events, not by durations: each
+// round returns while n3's request still hangs (the client has not given
+// up on it), where a round that waited for its polls would return only
+// after the client's RequestTimeout.
+func TestScheduleRoundDoesNotWaitForASilentNode(t *testing.T) {
+	s := newScenario(t, Config{MinPollInterval: 200 * ms, RequestTimeout: 5 * time.Second, Concurrency: 2}, "n2", "n3")
+	asks := s.logAsks()
+	s.syncsAt("n2", -5*time.Second)
+	s.syncsAt("n3", -5*time.Second)
+	s.runRounds(0, 10*ms, 200*ms)
+	n3 := s.proxies["n3"]
+	before := n3.requestCount()
+	n3.set(func(p *fakeProxy) { p.hang = true })
+	addr := s.routes["10.0.0.2:10256"]
+	delete(s.routes, "10.0.0.2:10256") // n2 killed: its port refuses
+	s.http.CloseIdleConnections()
+	s.runRounds(400 * ms)
+	n3.mu.Lock()
+	asked, gaveUp := n3.requests-before, n3.gaveUp
+	n3.mu.Unlock()
+	if asked > 1 || gaveUp != 0 {
+		t.Fatalf("the round at R+400ms returned with n3 asked %d times and given up on %d times, want its one poll still waiting", asked, gaveUp)
+	}
+	if now := s.clk.Now().Sub(s.R); now != 420*ms || !s.again {
+		t.Fatalf("the round at R+400ms returned at R+%v wanting the next at once: %v; want R+420ms (20 ms after n2's refusal) and at once", now, s.again)
+	}
+	s.routes["10.0.0.2:10256"] = addr
+	s.syncsAt("n2", -5*time.Second, 415*ms, 432*ms) // back: the start stamp, the first sync 17 ms later
+	s.runRounds(420*ms, 620*ms)
+	asks.expect(t, s.R, "on its schedule, 20 ms after the refusal, then on its schedule, while n3's poll waits", 200*ms, 420*ms, 620*ms)
+	for deadline := time.Now().Add(5 * time.Second); n3.requestCount() == before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the request may still be on its way
+	}
+	n3.mu.Lock()
+	asked, gaveUp = n3.requests-before, n3.gaveUp
+	n3.hang = false // its answer comes now
+	n3.mu.Unlock()
+	if asked != 1 || gaveUp != 0 {
+		t.Fatalf("n3 asked %d times (given up on %d) while its first poll waited, want once", asked, gaveUp)
+	}
+	s.mu.Lock()
+	v, _ := s.judging.Rule.Node(s.nodes["n2"], judge.Targets(s.watch.paths))
+	s.mu.Unlock()
+	if v != judge.NodeConfirmed {
+		t.Errorf("n2 is %v after its first sync on the start stamp's connection, want confirmed", v)
 	}
 }
 

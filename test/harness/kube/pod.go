@@ -30,6 +30,9 @@ func StartContainer(t harness.TB, pod *k8stest.Pod, argv ...string) *Container {
 		"POD_NAME=" + pod.Name, "POD_NAMESPACE=" + pod.Namespace,
 		"POD_IPS=" + pod.IP.String(), "NODE_NAME=" + pod.Node.Name,
 	}
+	if v := os.Getenv("HAPSUPER_LOG_LEVEL"); v != "" { // a run's own (debug) level
+		cmd.Env = append(cmd.Env, "HAPSUPER_LOG_LEVEL="+v)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p, err := harness.Start(cmd)
 	if err != nil {
