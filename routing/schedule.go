@@ -97,16 +97,13 @@ func (o *Observer) roundEvery() time.Duration {
 }
 
 // untilNextRound is how long Run waits after the round that started at
-// start: roundEvery from that start, or less to start one at proofAt, at
-// once where proofAt came while the round ended (a machine slow to run
-// it): each round starts with none and notes only instants after its own
-// start, so one passed is one the round wanted and did not wait for.
+// start: roundEvery from that start, or less to start one at proofAt.
 func (o *Observer) untilNextRound(start time.Time) time.Duration {
 	d := max(0, o.roundEvery()-o.clock.Since(start))
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.proofAt.IsZero() {
-		d = min(d, max(0, o.proofAt.Sub(o.clock.Now())))
+	if p := o.proofAt.Sub(o.clock.Now()); p > 0 && p < d {
+		d = p
 	}
 	return d
 }
