@@ -74,10 +74,12 @@ func TestDrain_MetricsWitnessAfterRestart(t *testing.T) {
 		}
 	}
 	// The metrics witness confirms only a stamp of the process its metrics
-	// name: when it confirmed node2, it saw the new process.
+	// name. hapsuper reads no metrics while the pod serves, and node2's
+	// kube-proxy is stopped before the delete: its first metrics read may
+	// already be the new process's, with no earlier start to call it new.
 	switch byMetrics := strings.Contains(r.Detail, "metrics on 1: node2"); {
 	case byMetrics && len(restarts) == 0:
-		t.Errorf("node2 confirmed by its metrics witness, but hapsuper did not log the new kube-proxy's process start")
+		t.Log("node2 confirmed by its metrics witness, first read from the new process (no earlier start to compare)")
 	case byMetrics:
 		t.Log("node2 confirmed by its metrics witness, which named the new process")
 	default:
