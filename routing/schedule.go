@@ -219,7 +219,10 @@ func (o *Observer) wakeAt(p, now time.Time) {
 // come, whichever is first: a node that does not answer (a filter, a
 // frozen kube-proxy) holds its own poll for RequestTimeout, not the next
 // round, where the other nodes' polls are due — a restart watched every
-// restartPollEvery, or a node due every MinPollInterval. Its polls go on
+// restartPollEvery, or a node due every MinPollInterval. Nor does a node
+// due later in the round hold a restart watched: a poll that wants a
+// round before the next node's instant ends the round's fan-out there
+// (wantedBefore), and the next round asks both. Its polls go on
 // (inFlight, pollSlots, polling), and one that ends after its round and
 // wants a round sooner than the next tick kicks one (pollEnded). again:
 // the round stopped waiting at the instant an answer wanted the next
@@ -259,13 +262,23 @@ func (o *Observer) scheduledRound(ctx context.Context, until time.Time) (again b
 	}
 	var over atomic.Bool // the round has returned
 	ended := make(chan struct{}, len(keep))
-	started := fanOutAt(ctx, o.clock, o.pollSlots, &o.polling, keep, dueOf, func(n *judge.Node) func() {
+	// A poll whose answer wants a round before the next node's instant (a
+	// refusal watched every restartPollEvery) cuts the fan-out there: the
+	// nodes not started yet are the next round's, which starts then.
+	fanning, cut := context.WithCancel(ctx)
+	defer cut()
+	var startedN atomic.Int64
+	started := fanOutAt(fanning, o.clock, o.pollSlots, &o.polling, keep, dueOf, func(n *judge.Node) func() {
 		o.mu.Lock()
 		o.inFlight[n] = true // before the next round's confirmTodo: it starts after this returns
 		o.mu.Unlock()
+		startedN.Add(1)
 		return func() {
 			o.pollNode(ctx, n)
 			o.pollEnded(n, over.Load())
+			if i := int(startedN.Load()); i < len(keep) && o.wantedBefore(due[keep[i]]) {
+				cut()
+			}
 			ended <- struct{}{}
 		}
 	})
@@ -298,6 +311,13 @@ func (o *Observer) scheduledRound(ctx context.Context, until time.Time) (again b
 		}
 	}
 	return false
+}
+
+// wantedBefore says a round is wanted (proofAt) after now and before t.
+func (o *Observer) wantedBefore(t time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.proofAt.After(o.clock.Now()) && o.proofAt.Before(t)
 }
 
 // pollEnded notes that a drain round's poll to n has returned; after its

@@ -25,15 +25,34 @@ type askLog struct {
 	next http.Handler
 	clk  interface{ Now() time.Time }
 
-	mu sync.Mutex
-	at []time.Time
+	mu   sync.Mutex
+	at   []time.Time
+	down bool // not logged, closed unanswered (setDown)
 }
 
 func (l *askLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
-	l.at = append(l.at, l.clk.Now())
+	down := l.down
+	if !down {
+		l.at = append(l.at, l.clk.Now())
+	}
 	l.mu.Unlock()
+	if down {
+		// A killed kube-proxy: the connection, kept or new, closes unanswered.
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+		return
+	}
 	l.next.ServeHTTP(w, r)
+}
+
+// setDown makes the node's healthz close every connection unanswered
+// (down) or answer again, whichever connection the observer kept.
+func (l *askLog) setDown(down bool) {
+	l.mu.Lock()
+	l.down = down
+	l.mu.Unlock()
 }
 
 // offsets are the instants asked, as offsets from r.
@@ -412,5 +431,72 @@ func TestScheduleWatchesARestart(t *testing.T) {
 	s.runRounds(200 * ms)
 	if got := s.untilNextRound(s.clk.Now()); got < 100*ms {
 		t.Errorf("next round in %v after a timed-out poll, want its schedule", got)
+	}
+}
+
+// A node watched for its restart is asked every restartPollEvery even
+// where another node is due later in the same round: the round does not
+// hold the watch until that node's instant (the replay of a campaign's
+// rollout 73: node1 refused, then asked at node2's 200 ms pace, its new
+// kube-proxy's start stamp missed and its first sync taken for one, the
+// drain bound). n2 is killed: its healthz closes every connection
+// unanswered until, 50 ms after the first poll that failed, it serves
+// with the start stamp, its first sync 140 ms later; n3 answers on its
+// schedule. Rounds come as Run starts them. The watch asks n2 within
+// 20 ms (plus a step of the fake clock) of its return, so the start stamp
+// is seen and the first sync, on that connection, confirms n2; held to
+// n3's instants, n2 was asked first 150 ms after its return, saw the
+// first sync first and stayed pending.
+func TestScheduleRestartWatchIsNotHeldByAnotherNodesInstant(t *testing.T) {
+	s := newScenario(t, Config{MinPollInterval: 200 * ms, RequestTimeout: 5 * time.Second, Concurrency: 2}, "n2", "n3")
+	asks := s.logAsks()
+	s.syncsAt("n2", -5*time.Second)
+	s.syncsAt("n3", -5*time.Second)
+	s.runRounds(0, 10*ms, 200*ms)
+	asks.setDown(true) // n2 killed
+	n2 := s.nodes["n2"]
+	judged := func() (awaits, confirmed bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		v, _ := s.judging.Rule.Node(n2, judge.Targets(s.watch.paths))
+		return n2.AwaitsStamp(), v == judge.NodeConfirmed
+	}
+	var back time.Duration // n2's return, as an offset from R
+	up := false
+	for end := s.clk.Now().Add(time.Second); s.clk.Now().Before(end); {
+		off := s.clk.Now().Sub(s.R)
+		if back > 0 && off >= back && !up {
+			up = true
+			s.syncsAt("n2", -5*time.Second, back, back+140*ms)
+			asks.setDown(false)
+		}
+		start := s.clk.Now()
+		s.runRounds(off)
+		awaits, confirmed := judged()
+		if confirmed {
+			break
+		}
+		if awaits && back == 0 {
+			back = s.clk.Now().Sub(s.R) + 50*ms
+		}
+		if !s.again {
+			s.clk.Step(max(s.untilNextRound(start), ms))
+		}
+	}
+	if back == 0 {
+		t.Fatal("n2's polls never failed once it was killed")
+	}
+	first := time.Duration(-1)
+	for _, at := range asks.offsets(s.R) {
+		if at >= back {
+			first = at
+			break
+		}
+	}
+	if first < back || first > back+30*ms {
+		t.Fatalf("n2 asked at R+%v; it came back at R+%v, want it asked within 30 ms (restartPollEvery and a clock step)", asks.offsets(s.R), back)
+	}
+	if _, confirmed := judged(); !confirmed {
+		t.Fatalf("n2 pending at R+%v (asked at R+%v, back at R+%v), want confirmed by its first sync after the start stamp", s.clk.Now().Sub(s.R), asks.offsets(s.R), back)
 	}
 }
