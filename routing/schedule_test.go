@@ -258,6 +258,18 @@ func TestFanOutAtWaitsForEachInstant(t *testing.T) {
 	}
 }
 
+// twoNodesAnswered is a drain over n2 and n3, each asked 200 ms apart and
+// last synced 5 s before the change, through the rounds that answer them
+// "no sync since the change"; asks logs n2's healthz requests.
+func twoNodesAnswered(t *testing.T) (*scenario, *askLog) {
+	s := newScenario(t, Config{MinPollInterval: 200 * ms, RequestTimeout: 5 * time.Second, Concurrency: 2}, "n2", "n3")
+	asks := s.logAsks()
+	s.syncsAt("n2", -5*time.Second)
+	s.syncsAt("n3", -5*time.Second)
+	s.runRounds(0, 10*ms, 200*ms)
+	return s, asks
+}
+
 // A drain's round does not wait for a node that does not answer (n3,
 // filtered): its poll holds no other node's. n2 restarts meanwhile; it is
 // asked 20 ms after its refusal and on the same connection after that,
@@ -267,11 +279,7 @@ func TestFanOutAtWaitsForEachInstant(t *testing.T) {
 // up on it), where a round that waited for its polls would return only
 // after the client's RequestTimeout.
 func TestScheduleRoundDoesNotWaitForASilentNode(t *testing.T) {
-	s := newScenario(t, Config{MinPollInterval: 200 * ms, RequestTimeout: 5 * time.Second, Concurrency: 2}, "n2", "n3")
-	asks := s.logAsks()
-	s.syncsAt("n2", -5*time.Second)
-	s.syncsAt("n3", -5*time.Second)
-	s.runRounds(0, 10*ms, 200*ms)
+	s, asks := twoNodesAnswered(t)
 	n3 := s.proxies["n3"]
 	before := n3.requestCount()
 	n3.set(func(p *fakeProxy) { p.hang = true })
@@ -448,11 +456,7 @@ func TestScheduleWatchesARestart(t *testing.T) {
 // n3's instants, n2 was asked first 150 ms after its return, saw the
 // first sync first and stayed pending.
 func TestScheduleRestartWatchIsNotHeldByAnotherNodesInstant(t *testing.T) {
-	s := newScenario(t, Config{MinPollInterval: 200 * ms, RequestTimeout: 5 * time.Second, Concurrency: 2}, "n2", "n3")
-	asks := s.logAsks()
-	s.syncsAt("n2", -5*time.Second)
-	s.syncsAt("n3", -5*time.Second)
-	s.runRounds(0, 10*ms, 200*ms)
+	s, asks := twoNodesAnswered(t)
 	asks.setDown(true) // n2 killed
 	n2 := s.nodes["n2"]
 	judged := func() (awaits, confirmed bool) {
